@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // PGlite instances and real servers are heavy; two cores on CI.
+    pool: "forks",
+    maxWorkers: 2,
+  },
+});
