@@ -15,6 +15,7 @@ const pkgDir = (name) => dirname(require.resolve(`${name}/package.json`));
 const copies = [
   ["google-proto-files", "google/api/annotations.proto", "google/api/annotations.proto"],
   ["google-proto-files", "google/api/http.proto", "google/api/http.proto"],
+  ["google-proto-files", "google/rpc/error_details.proto", "google/rpc/error_details.proto"],
   [
     "@grpc/reflection",
     "build/proto/grpc/reflection/v1/reflection.proto",

@@ -1,0 +1,93 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { ViolationsSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import { DomainError, type ErrorKind } from "../errors.js";
+import type { Logger } from "../log.js";
+import { loggerKey } from "./context.js";
+
+/** The ErrorInfo domain of every error Traitgate sends. */
+export const errorDomain = "traitgate";
+
+const codeOfKind: Record<ErrorKind, Code> = {
+  invalid_argument: Code.InvalidArgument,
+  unauthenticated: Code.Unauthenticated,
+  permission_denied: Code.PermissionDenied,
+  not_found: Code.NotFound,
+  already_exists: Code.AlreadyExists,
+  aborted: Code.Aborted,
+  failed_precondition: Code.FailedPrecondition,
+  resource_exhausted: Code.ResourceExhausted,
+  unavailable: Code.Unavailable,
+  deadline_exceeded: Code.DeadlineExceeded,
+  internal: Code.Internal,
+};
+
+/** Reasons for errors that Connect itself raises, so that every error has one. */
+const reasonOfCode: Partial<Record<Code, string>> = {
+  [Code.InvalidArgument]: "INVALID_ARGUMENT",
+  [Code.Unauthenticated]: "UNAUTHENTICATED",
+  [Code.PermissionDenied]: "PERMISSION_DENIED",
+  [Code.NotFound]: "NOT_FOUND",
+  [Code.ResourceExhausted]: "RESOURCE_EXHAUSTED",
+  [Code.Unimplemented]: "UNIMPLEMENTED",
+  [Code.DeadlineExceeded]: "DEADLINE_EXCEEDED",
+  [Code.Canceled]: "CANCELED",
+  [Code.Unavailable]: "UNAVAILABLE",
+  [Code.Internal]: "INTERNAL",
+};
+
+function errorInfo(reason: string, metadata: Record<string, string>) {
+  return { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason, domain: errorDomain, metadata }) };
+}
+
+/** The reason carried by an error's ErrorInfo detail, if any. */
+export function reasonOf(err: ConnectError): string | undefined {
+  return err.findDetails(ErrorInfoSchema).find((d) => d.domain === errorDomain)?.reason;
+}
+
+/**
+ * Maps anything thrown by a handler to the ConnectError sent to the client:
+ * domain errors keep their kind, reason and message; errors Connect raised
+ * (including protovalidate's) get a reason; anything else becomes `internal`
+ * with a generic message, and its cause is logged, never sent.
+ */
+export function toConnectError(err: unknown, log: Logger): ConnectError {
+  if (err instanceof DomainError) {
+    const metadata = err.field ? { ...err.metadata, field: err.field } : err.metadata;
+    if (err.kind === "internal" || err.kind === "unavailable") {
+      log.error({ err: err.cause ?? err, reason: err.reason }, err.message);
+    }
+    return new ConnectError(err.message, codeOfKind[err.kind], undefined, [errorInfo(err.reason, metadata)]);
+  }
+  if (err instanceof ConnectError) {
+    if (reasonOf(err) !== undefined) return err;
+    const violations = err.findDetails(ViolationsSchema)[0]?.violations ?? [];
+    if (violations.length > 0) {
+      const fields = violations.map((v) => (v.field?.elements ?? []).map((e) => e.fieldName).join("."));
+      return new ConnectError(err.rawMessage, err.code, err.metadata, [
+        errorInfo("INVALID_FIELD", { field: fields[0] ?? "" }),
+        ...err.details,
+      ]);
+    }
+    if (err.code === Code.Internal || err.code === Code.Unknown) {
+      log.error({ err }, "internal error");
+      return new ConnectError("internal error", Code.Internal, undefined, [errorInfo("INTERNAL", {})]);
+    }
+    return new ConnectError(err.rawMessage, err.code, err.metadata, [
+      errorInfo(reasonOfCode[err.code] ?? "ERROR", {}),
+      ...err.details,
+    ]);
+  }
+  log.error({ err }, "unhandled error");
+  return new ConnectError("internal error", Code.Internal, undefined, [errorInfo("INTERNAL", {})]);
+}
+
+/** The one error boundary: every RPC's errors pass through here. */
+export const errorBoundary: Interceptor = (next) => async (req) => {
+  try {
+    return await next(req);
+  } catch (err) {
+    throw toConnectError(err, req.contextValues.get(loggerKey));
+  }
+};
