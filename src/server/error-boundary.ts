@@ -1,6 +1,6 @@
 import { create } from "@bufbuild/protobuf";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ViolationsSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { DomainError, type ErrorKind } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -38,7 +38,10 @@ const reasonOfCode: Partial<Record<Code, string>> = {
 };
 
 function errorInfo(reason: string, metadata: Record<string, string>) {
-  return { desc: ErrorInfoSchema, value: create(ErrorInfoSchema, { reason, domain: errorDomain, metadata }) };
+  return {
+    desc: ErrorInfoSchema,
+    value: create(ErrorInfoSchema, { reason, domain: errorDomain, metadata }),
+  };
 }
 
 /** The reason carried by an error's ErrorInfo detail, if any. */
@@ -58,26 +61,28 @@ export function toConnectError(err: unknown, log: Logger): ConnectError {
     if (err.kind === "internal" || err.kind === "unavailable") {
       log.error({ err: err.cause ?? err, reason: err.reason }, err.message);
     }
-    return new ConnectError(err.message, codeOfKind[err.kind], undefined, [errorInfo(err.reason, metadata)]);
+    return new ConnectError(err.message, codeOfKind[err.kind], undefined, [
+      errorInfo(err.reason, metadata),
+    ]);
   }
   if (err instanceof ConnectError) {
     if (reasonOf(err) !== undefined) return err;
     const violations = err.findDetails(ViolationsSchema)[0]?.violations ?? [];
     if (violations.length > 0) {
-      const fields = violations.map((v) => (v.field?.elements ?? []).map((e) => e.fieldName).join("."));
-      return new ConnectError(err.rawMessage, err.code, err.metadata, [
-        errorInfo("INVALID_FIELD", { field: fields[0] ?? "" }),
-        ...err.details,
-      ]);
+      const fields = violations.map((v) =>
+        (v.field?.elements ?? []).map((e) => e.fieldName).join("."),
+      );
+      err.details.unshift(errorInfo("INVALID_FIELD", { field: fields[0] ?? "" }));
+      return err;
     }
     if (err.code === Code.Internal || err.code === Code.Unknown) {
       log.error({ err }, "internal error");
-      return new ConnectError("internal error", Code.Internal, undefined, [errorInfo("INTERNAL", {})]);
+      return new ConnectError("internal error", Code.Internal, undefined, [
+        errorInfo("INTERNAL", {}),
+      ]);
     }
-    return new ConnectError(err.rawMessage, err.code, err.metadata, [
-      errorInfo(reasonOfCode[err.code] ?? "ERROR", {}),
-      ...err.details,
-    ]);
+    err.details.unshift(errorInfo(reasonOfCode[err.code] ?? "ERROR", {}));
+    return err;
   }
   log.error({ err }, "unhandled error");
   return new ConnectError("internal error", Code.Internal, undefined, [errorInfo("INTERNAL", {})]);
