@@ -1,10 +1,9 @@
 import { create } from "@bufbuild/protobuf";
 import { ViolationsSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
-import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { DomainError, type ErrorKind } from "../errors.js";
 import type { Logger } from "../log.js";
-import { loggerKey } from "./context.js";
 
 /** The ErrorInfo domain of every error Traitgate sends. */
 export const errorDomain = "traitgate";
@@ -87,12 +86,3 @@ export function toConnectError(err: unknown, log: Logger): ConnectError {
   log.error({ err }, "unhandled error");
   return new ConnectError("internal error", Code.Internal, undefined, [errorInfo("INTERNAL", {})]);
 }
-
-/** The one error boundary: every RPC's errors pass through here. */
-export const errorBoundary: Interceptor = (next) => async (req) => {
-  try {
-    return await next(req);
-  } catch (err) {
-    throw toConnectError(err, req.contextValues.get(loggerKey));
-  }
-};

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+import { randomBytes } from "node:crypto";
+import { createInterface } from "node:readline";
+import { parseArgs } from "node:util";
+import { ConfigError, type Config, loadConfig } from "./config.js";
+import { createIdentityModule } from "./identity/module.js";
+import { createLogger, type Logger } from "./log.js";
+import { type Core, startCore } from "./platform.js";
+import { migrate, openDatabase } from "./storage/index.js";
+
+const usage = `Usage: traitgate <command> [options]
+
+Commands:
+  serve                      Run the core services (configuration from the environment).
+  demo                       Run everything on the embedded database with generated secrets
+                             and an admin user whose password is printed once.
+  users create --username NAME [--email EMAIL] [--role ROLE ...]
+                             Create a user. The password is read from the environment
+                             variable TRAITGATE_PASSWORD or, if unset, from standard input.
+  help                       Show this text.
+
+Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
+JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
+TOKEN_TTL_SECONDS, MFA_REQUIRED, TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY,
+MAX_BODY_BYTES. See README.md.`;
+
+function fail(message: string): never {
+  process.stderr.write(`traitgate: ${message}\n`);
+  process.exit(2);
+}
+
+function configOrExit(demo: boolean): { config: Config; generated: string[] } {
+  try {
+    return loadConfig(process.env, { demo });
+  } catch (err) {
+    if (err instanceof ConfigError) fail(`refusing to start:\n${err.message}`);
+    throw err;
+  }
+}
+
+function stopOnSignals(core: Core, log: Logger): void {
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    core.close().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        log.error({ err }, "shutdown failed");
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+}
+
+async function serve(): Promise<void> {
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: config.logLevel });
+  const core = await startCore({ config, log });
+  stopOnSignals(core, log);
+}
+
+async function demo(): Promise<void> {
+  const { config, generated } = configOrExit(true);
+  const log = createLogger({ level: config.logLevel });
+  const core = await startCore({ config, log });
+  stopOnSignals(core, log);
+  const password = randomBytes(18).toString("base64url");
+  const existed = await core.identity.setPassword("admin", password);
+  if (!existed) {
+    await core.identity.createUser({ username: "admin", email: "", password, roles: ["admin"] });
+  }
+  const url = core.server.url;
+  const lines = [
+    "",
+    `Traitgate demo is running at ${url} (gRPC, Connect, gRPC-Web and REST on one port)`,
+    ...(generated.length > 0
+      ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
+      : []),
+    `Admin user (password printed once, ${existed ? "reset for this run" : "created now"}):`,
+    "  username: admin",
+    `  password: ${password}`,
+    "Try:",
+    `  curl -s ${url}/auth/login -H 'content-type: application/json' \\`,
+    `    -d '{"username":"admin","password":"${password}"}'`,
+    `  curl -s ${url}/auth/validate -H "authorization: Bearer <token>"`,
+    "",
+  ];
+  process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+async function readPassword(): Promise<string> {
+  const fromEnv = process.env.TRAITGATE_PASSWORD;
+  if (fromEnv) return fromEnv;
+  if (process.stdin.isTTY) process.stderr.write("password: ");
+  const rl = createInterface({ input: process.stdin });
+  for await (const line of rl) {
+    rl.close();
+    return line;
+  }
+  fail("no password: set TRAITGATE_PASSWORD or pass it on standard input");
+}
+
+async function usersCreate(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      username: { type: "string" },
+      email: { type: "string", default: "" },
+      role: { type: "string", multiple: true, default: [] },
+    },
+    strict: true,
+  });
+  if (!values.username) fail("users create needs --username");
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const password = await readPassword();
+  const db = await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log });
+  try {
+    await migrate(db, log);
+    const { identity } = await createIdentityModule({ db, jwt: config.jwt, log });
+    const user = await identity.createUser({
+      username: values.username,
+      email: values.email,
+      password,
+      roles: values.role,
+    });
+    process.stdout.write(`${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`);
+  } finally {
+    await db.close();
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const [command, sub, ...rest] = argv;
+  switch (command) {
+    case "serve":
+      return serve();
+    case "demo":
+      return demo();
+    case "users":
+      if (sub === "create") return usersCreate(rest);
+      return fail(`unknown users command "${sub ?? ""}"\n\n${usage}`);
+    case undefined:
+    case "help":
+    case "--help":
+    case "-h":
+      process.stdout.write(`${usage}\n`);
+      return;
+    default:
+      fail(`unknown command "${command}"\n\n${usage}`);
+  }
+}
+
+main(process.argv.slice(2)).catch((err: unknown) => {
+  const message = err instanceof Error ? err.message : String(err);
+  process.stderr.write(`traitgate: ${message}\n`);
+  process.exit(1);
+});

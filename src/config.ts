@@ -1,0 +1,199 @@
+import { randomBytes } from "node:crypto";
+import type { LogLevel } from "./log.js";
+
+/**
+ * Configuration comes from the environment only (secrets included). Each
+ * problem is collected, so that a bad start reports all of them at once.
+ */
+
+export const jwtAlgorithms = ["HS256", "HS384", "HS512", "RS256", "ES256", "EdDSA"] as const;
+export type JwtAlgorithm = (typeof jwtAlgorithms)[number];
+export const isHmac = (alg: JwtAlgorithm): boolean => alg.startsWith("HS");
+
+export interface JwtConfig {
+  algorithm: JwtAlgorithm;
+  /** HS*: the signing secret (≥ 32 bytes). */
+  secret: string | undefined;
+  /** HS*: older secrets that still verify during a rotation. */
+  previousSecrets: string[];
+  /** RS256/ES256/EdDSA: PKCS#8 PEM private key. */
+  privateKeyPem: string | undefined;
+  issuer: string;
+  audience: string;
+  ttlSeconds: number;
+}
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  dbConnection: string | undefined;
+  logLevel: LogLevel;
+  tls: { certFile: string; keyFile: string } | undefined;
+  jwt: JwtConfig;
+  mfaRequired: boolean;
+  dataEncryptionKey: string | undefined;
+  /** Largest request body accepted on any protocol. */
+  maxBodyBytes: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join("\n")}`);
+  }
+}
+
+/** Values that documentation and tutorials put in JWT_SECRET; never accepted. */
+const placeholderSecrets = new Set(
+  [
+    "secret",
+    "changeme",
+    "change-me",
+    "change_me",
+    "changethis",
+    "your-secret-key",
+    "your_secret_key",
+    "your-256-bit-secret",
+    "jwt_secret",
+    "jwt-secret",
+    "supersecret",
+    "super-secret",
+    "placeholder",
+    "default",
+    "replace-me",
+    "please-change-this-secret-in-production",
+    "your-secret-key-change-in-production",
+  ].map((s) => s.toLowerCase()),
+);
+
+function looksLikePlaceholder(secret: string): boolean {
+  const s = secret.trim().toLowerCase();
+  if (placeholderSecrets.has(s)) return true;
+  if (/change.?me|change.?this|placeholder|your.?secret|replace.?me|example/.test(s)) return true;
+  // One character repeated (e.g. "aaaa…") is not a secret.
+  return new Set(s).size < 4;
+}
+
+export const logLevels = ["debug", "info", "warn", "error"] as const;
+
+export interface LoadOptions {
+  /** Demo mode generates a missing JWT secret instead of refusing to start. */
+  demo?: boolean;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  /** Human-readable notes on generated values (demo mode); never the values. */
+  generated: string[];
+}
+
+function intVar(
+  env: NodeJS.ProcessEnv,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+  problems: string[],
+): number {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    problems.push(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+    return fallback;
+  }
+  return n;
+}
+
+function boolVar(env: NodeJS.ProcessEnv, name: string, problems: string[]): boolean {
+  const raw = env[name]?.trim().toLowerCase();
+  if (raw === undefined || raw === "") return false;
+  if (["true", "1", "yes"].includes(raw)) return true;
+  if (["false", "0", "no"].includes(raw)) return false;
+  problems.push(`${name} must be true or false (got "${env[name]}")`);
+  return false;
+}
+
+/** Reads and validates the configuration; throws ConfigError listing every problem. */
+export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): LoadedConfig {
+  const problems: string[] = [];
+  const generated: string[] = [];
+
+  const algorithm = (env.JWT_ALGORITHM?.trim() || "HS256") as JwtAlgorithm;
+  if (!jwtAlgorithms.includes(algorithm)) {
+    problems.push(`JWT_ALGORITHM must be one of ${jwtAlgorithms.join(", ")} (got "${algorithm}")`);
+  }
+
+  let secret = env.JWT_SECRET || undefined;
+  let privateKeyPem = env.JWT_PRIVATE_KEY || undefined;
+  if (isHmac(algorithm)) {
+    if (secret === undefined && options.demo) {
+      secret = randomBytes(48).toString("base64url");
+      generated.push("JWT_SECRET was not set: a random one was generated for this run only");
+    }
+    if (secret === undefined) {
+      problems.push(`JWT_SECRET is required for ${algorithm} (at least 32 bytes of random data)`);
+    } else if (Buffer.byteLength(secret) < 32) {
+      problems.push("JWT_SECRET must be at least 32 bytes long");
+    } else if (looksLikePlaceholder(secret)) {
+      problems.push("JWT_SECRET is a placeholder value; set a random secret of at least 32 bytes");
+    }
+  } else if (privateKeyPem === undefined) {
+    problems.push(`JWT_PRIVATE_KEY (a PKCS#8 PEM private key) is required for ${algorithm}`);
+  } else if (!privateKeyPem.includes("PRIVATE KEY")) {
+    problems.push("JWT_PRIVATE_KEY must be a PEM private key (-----BEGIN PRIVATE KEY-----)");
+    privateKeyPem = undefined;
+  }
+  const previousSecrets = (env.JWT_SECRET_PREVIOUS ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  if (previousSecrets.some((s) => Buffer.byteLength(s) < 32)) {
+    problems.push("every JWT_SECRET_PREVIOUS entry must be at least 32 bytes long");
+  }
+
+  const logLevel = (env.LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
+  if (!(logLevels as readonly string[]).includes(logLevel)) {
+    problems.push(`LOG_LEVEL must be one of ${logLevels.join(", ")} (got "${env.LOG_LEVEL}")`);
+  }
+
+  const dbConnection = env.DB_CONNECTION?.trim() || undefined;
+  if (dbConnection !== undefined && !/^postgres(ql)?:\/\//.test(dbConnection)) {
+    problems.push("DB_CONNECTION must be a postgres:// URL (unset = embedded database)");
+  }
+
+  const certFile = env.TLS_CERT_FILE?.trim() || undefined;
+  const keyFile = env.TLS_KEY_FILE?.trim() || undefined;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    problems.push("TLS_CERT_FILE and TLS_KEY_FILE must be set together");
+  }
+
+  const dataEncryptionKey = env.DATA_ENCRYPTION_KEY?.trim() || undefined;
+  if (dataEncryptionKey !== undefined && Buffer.from(dataEncryptionKey, "base64").length !== 32) {
+    problems.push("DATA_ENCRYPTION_KEY must be 32 bytes, base64-encoded");
+  }
+
+  const config: Config = {
+    port: intVar(env, "PORT", 8080, 0, 65535, problems),
+    host: env.HOST?.trim() || "0.0.0.0",
+    dataDir: env.DATA_DIR?.trim() || "./data",
+    dbConnection,
+    logLevel,
+    tls: certFile && keyFile ? { certFile, keyFile } : undefined,
+    jwt: {
+      algorithm,
+      secret,
+      previousSecrets,
+      privateKeyPem,
+      issuer: env.JWT_ISSUER?.trim() || "traitgate",
+      audience: env.JWT_AUDIENCE?.trim() || "traitgate",
+      ttlSeconds: intVar(env, "TOKEN_TTL_SECONDS", 900, 60, 86_400, problems),
+    },
+    mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
+    dataEncryptionKey,
+    maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { config, generated };
+}

@@ -1,0 +1,47 @@
+import type { Logger } from "../log.js";
+import type { ServiceModule } from "../server/app.js";
+import { type AuthRule, publicMethod } from "../server/interceptors.js";
+import type { Database } from "../storage/index.js";
+import type { JwtConfig } from "../config.js";
+import { createIdentity, type Identity } from "./identity.js";
+import { createPasswordHasher } from "./passwords.js";
+import { createIdentityService, IdentityService } from "./service.js";
+import { type Clock, createTokenService, systemClock } from "./tokens.js";
+import { createUserStore } from "./user-store.js";
+
+export interface IdentityModuleDeps {
+  db: Database;
+  jwt: JwtConfig;
+  log: Logger;
+  clock?: Clock;
+}
+
+const rules = new Map<string, AuthRule>([
+  [`${IdentityService.typeName}/Login`, publicMethod],
+  // Validate reports on the token it is given instead of requiring one.
+  [`${IdentityService.typeName}/Validate`, publicMethod],
+  [`${IdentityService.typeName}/GetJwks`, publicMethod],
+]);
+
+/** Wires the identity area: store, hasher, token keys, domain and Connect service. */
+export async function createIdentityModule(
+  deps: IdentityModuleDeps,
+): Promise<{ identity: Identity; module: ServiceModule }> {
+  const clock = deps.clock ?? systemClock;
+  const identity = createIdentity({
+    users: createUserStore(deps.db),
+    passwords: await createPasswordHasher(),
+    tokens: await createTokenService(deps.jwt, clock),
+    clock,
+    log: deps.log.child({ area: "identity" }),
+  });
+  const service = createIdentityService(identity);
+  return {
+    identity,
+    module: {
+      services: [IdentityService],
+      register: (router) => router.service(IdentityService, service),
+      authRules: rules,
+    },
+  };
+}

@@ -1,0 +1,68 @@
+import type { Config } from "./config.js";
+import { createIdentityModule } from "./identity/module.js";
+import type { Identity } from "./identity/identity.js";
+import type { Clock } from "./identity/tokens.js";
+import type { Logger } from "./log.js";
+import { createApp } from "./server/app.js";
+import { listen, type RunningServer } from "./server/listener.js";
+import { type Database, migrate, openDatabase } from "./storage/index.js";
+
+export interface Core {
+  server: RunningServer;
+  db: Database;
+  identity: Identity;
+  close(): Promise<void>;
+}
+
+export interface StartCoreOptions {
+  config: Config;
+  log: Logger;
+  /** Tests pass a fixed clock or an already-open database. */
+  clock?: Clock;
+  db?: Database;
+}
+
+/** Opens the database, applies migrations, wires every area and listens. */
+export async function startCore(options: StartCoreOptions): Promise<Core> {
+  const { config, log } = options;
+  const db =
+    options.db ??
+    (await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log }));
+  try {
+    const { applied } = await migrate(db, log);
+    if (applied.length > 0) log.info({ applied }, "database migrated");
+    const { identity, module: identityModule } = await createIdentityModule({
+      db,
+      jwt: config.jwt,
+      log,
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
+    const { listener } = createApp({
+      modules: [identityModule],
+      authenticator: identity,
+      health: {
+        check: () =>
+          db.ping(1000).then(
+            () => "SERVING" as const,
+            () => "NOT_SERVING" as const,
+          ),
+      },
+      log,
+      maxBodyBytes: config.maxBodyBytes,
+    });
+    const server = await listen(listener, { port: config.port, host: config.host, tls: config.tls });
+    log.info({ url: server.url, tls: config.tls !== undefined, db: db.kind }, "traitgate listening");
+    return {
+      server,
+      db,
+      identity,
+      async close() {
+        await server.close();
+        if (!options.db) await db.close();
+      },
+    };
+  } catch (err) {
+    if (!options.db) await db.close().catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,105 @@
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { createRegistry, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ConnectRouter, createConnectRouter } from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import { createValidateInterceptor } from "@connectrpc/validate";
+import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
+import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
+import type { Logger } from "../log.js";
+import { type HealthChecker, registerHealth } from "./health.js";
+import { type AuthRule, type Authenticator, createAuthInterceptor, createRequestInterceptor } from "./interceptors.js";
+import { registerReflection } from "./reflection.js";
+import { createRestTranscoder } from "./transcoder/index.js";
+
+export type NodeRequest = IncomingMessage | Http2ServerRequest;
+export type NodeResponse = ServerResponse | Http2ServerResponse;
+export type RequestListener = (req: NodeRequest, res: NodeResponse) => void;
+
+/** One area's contribution to the server: its services and how each method is protected. */
+export interface ServiceModule {
+  services: readonly DescService[];
+  register(router: ConnectRouter): void;
+  authRules: ReadonlyMap<string, AuthRule>;
+}
+
+export interface AppOptions {
+  modules: readonly ServiceModule[];
+  authenticator: Authenticator;
+  health: HealthChecker;
+  log: Logger;
+  maxBodyBytes: number;
+}
+
+/**
+ * Builds the request listener that serves every protocol on one port:
+ * gRPC, gRPC-Web and Connect on `/<package.Service>/<Method>` paths, REST on
+ * the paths of the `google.api.http` annotations (same handlers, same
+ * interceptors), plus `/healthz` and `/readyz`.
+ */
+export function createApp(options: AppOptions): { listener: RequestListener; handlers: readonly UniversalHandler[] } {
+  const { modules, log } = options;
+  const authRules = new Map<string, AuthRule>();
+  for (const m of modules) for (const [k, v] of m.authRules) authRules.set(k, v);
+  const services = modules.flatMap((m) => m.services);
+
+  const router = createConnectRouter({
+    interceptors: [
+      createRequestInterceptor(log),
+      createAuthInterceptor(options.authenticator, authRules),
+      createValidateInterceptor(),
+    ],
+    readMaxBytes: options.maxBodyBytes,
+    acceptCompression: [compressionGzip, compressionBrotli],
+    jsonOptions: { ignoreUnknownFields: false },
+  });
+  for (const m of modules) m.register(router);
+  registerReflection(router, services);
+  registerHealth(
+    router,
+    services.map((s) => s.typeName),
+    options.health,
+  );
+
+  const handlers = router.handlers;
+  const byPath = new Map<string, UniversalHandler>(handlers.map((h) => [h.requestPath, h]));
+  const rest = createRestTranscoder({
+    handlers,
+    registry: createRegistry(file_google_rpc_error_details, file_buf_validate_validate, ...services.map((s) => s.file)),
+    maxBodyBytes: options.maxBodyBytes,
+  });
+
+  const listener: RequestListener = (req, res) => {
+    const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const handler = byPath.get(path);
+    if (handler !== undefined) {
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+      handler(uReq)
+        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .catch((err: unknown) => {
+          if (ConnectError.from(err).code !== Code.Aborted) log.error({ err, rpc: path }, "handler failed");
+        });
+      return;
+    }
+    if (path === "/healthz" || path === "/readyz") {
+      void probe(path, options.health, res);
+      return;
+    }
+    rest(req, res);
+  };
+  return { listener, handlers };
+}
+
+/** `/healthz`: the process answers. `/readyz`: and the database answers too. */
+async function probe(path: string, health: HealthChecker, res: NodeResponse): Promise<void> {
+  const ready = path === "/healthz" || (await health.check().catch(() => "NOT_SERVING")) === "SERVING";
+  const body = JSON.stringify({ status: ready ? "ok" : "unavailable" });
+  res.writeHead(ready ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" });
+  res.end(body);
+}

@@ -1,0 +1,77 @@
+import { randomUUID } from "node:crypto";
+import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import { permissionDenied } from "../errors.js";
+import type { AuthenticatedUser } from "../identity/identity.js";
+import type { Logger } from "../log.js";
+import { loggerKey, type Principal, principalKey, requestIdKey } from "./context.js";
+import { toConnectError } from "./error-boundary.js";
+
+const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * Outermost interceptor: request id (taken from `x-request-id` when sane,
+ * generated otherwise, echoed back), a child logger, one access log line per
+ * call, and the error boundary, so that even errors of inner interceptors are
+ * mapped in one place.
+ */
+export function createRequestInterceptor(root: Logger): Interceptor {
+  return (next) => async (req) => {
+    const incoming = req.header.get("x-request-id");
+    const requestId = incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const rpc = `${req.service.typeName}/${req.method.name}`;
+    const log = root.child({ request_id: requestId, rpc });
+    req.contextValues.set(requestIdKey, requestId);
+    req.contextValues.set(loggerKey, log);
+    const started = performance.now();
+    try {
+      const res = await next(req);
+      res.header.set("x-request-id", requestId);
+      log.debug({ code: "ok", duration_ms: +(performance.now() - started).toFixed(3) }, "rpc");
+      return res;
+    } catch (err) {
+      const error = toConnectError(err, log);
+      error.metadata.set("x-request-id", requestId);
+      log.info(
+        { code: ConnectError.from(error).code, duration_ms: +(performance.now() - started).toFixed(3) },
+        "rpc failed",
+      );
+      throw error;
+    }
+  };
+}
+
+/** How a method is protected. Methods without a rule require authentication (fail closed). */
+export type AuthRule = { public: true } | { public: false; roles: readonly string[] };
+
+export const publicMethod: AuthRule = { public: true };
+
+/** A method callable by any authenticated user holding at least one of `roles` (any user when empty). */
+export function requireAuth(options: { roles?: readonly string[] } = {}): AuthRule {
+  return { public: false, roles: options.roles ?? [] };
+}
+
+export interface Authenticator {
+  authenticate(authorization: string | null): Promise<AuthenticatedUser>;
+}
+
+/**
+ * Authenticates every call whose method is not public, and checks its roles.
+ * `rules` is keyed by "<package.Service>/<Method>".
+ */
+export function createAuthInterceptor(
+  authenticator: Authenticator,
+  rules: ReadonlyMap<string, AuthRule>,
+): Interceptor {
+  const anyUser = requireAuth();
+  return (next) => async (req) => {
+    const rule = rules.get(`${req.service.typeName}/${req.method.name}`) ?? anyUser;
+    if (rule.public) return next(req);
+    const user = await authenticator.authenticate(req.header.get("authorization"));
+    if (rule.roles.length > 0 && !rule.roles.some((r) => user.roles.includes(r))) {
+      throw permissionDenied("ROLE", `this call needs one of the roles: ${rule.roles.join(", ")}`);
+    }
+    const principal: Principal = { userId: user.userId, username: user.username, roles: user.roles };
+    req.contextValues.set(principalKey, principal);
+    return next(req);
+  };
+}
