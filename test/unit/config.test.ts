@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "../../src/config.js";
+
+const good = { JWT_SECRET: "k3Jd9s0Qm1Zx8Vb7Nc6Lp5Ow4Ie3Ru2Ty1" };
+
+function problemsOf(env: NodeJS.ProcessEnv): readonly string[] {
+  try {
+    loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  return [];
+}
+
+describe("configuration", () => {
+  it("has the documented defaults", () => {
+    const { config } = loadConfig(good);
+    expect(config).toMatchObject({
+      port: 8080,
+      dataDir: "./data",
+      dbConnection: undefined,
+      logLevel: "info",
+      mfaRequired: false,
+      jwt: { algorithm: "HS256", issuer: "traitgate", audience: "traitgate", ttlSeconds: 900 },
+    });
+  });
+
+  it.each([
+    ["missing", {}],
+    ["too short", { JWT_SECRET: "short-but-random-x9" }],
+    ["a placeholder", { JWT_SECRET: "please-change-this-secret-in-production" }],
+    ["a repeated character", { JWT_SECRET: "a".repeat(40) }],
+  ])("refuses a JWT_SECRET that is %s, naming the variable", (_, env) => {
+    expect(problemsOf(env).join("\n")).toContain("JWT_SECRET");
+  });
+
+  it("reports every problem at once", () => {
+    const problems = problemsOf({
+      JWT_ALGORITHM: "HS999",
+      PORT: "70000",
+      LOG_LEVEL: "loud",
+      DB_CONNECTION: "mysql://x",
+      TLS_CERT_FILE: "/tmp/cert.pem",
+      MFA_REQUIRED: "maybe",
+      DATA_ENCRYPTION_KEY: "abc",
+    });
+    const text = problems.join("\n");
+    for (const name of [
+      "JWT_ALGORITHM",
+      "PORT",
+      "LOG_LEVEL",
+      "DB_CONNECTION",
+      "TLS_CERT_FILE",
+      "MFA_REQUIRED",
+      "DATA_ENCRYPTION_KEY",
+    ]) {
+      expect(text).toContain(name);
+    }
+  });
+
+  it("requires a private key for asymmetric algorithms", () => {
+    expect(problemsOf({ JWT_ALGORITHM: "RS256" }).join()).toContain("JWT_PRIVATE_KEY");
+  });
+
+  it("generates a missing secret in demo mode and says so without printing it", () => {
+    const { config, generated } = loadConfig({}, { demo: true });
+    expect(config.jwt.secret?.length).toBeGreaterThanOrEqual(32);
+    expect(generated.join()).toContain("JWT_SECRET");
+    expect(generated.join()).not.toContain(config.jwt.secret);
+  });
+
+  it("reads rotation secrets and never accepts short ones", () => {
+    const prev = "Qw9Er8Ty7Ui6Op5As4Df3Gh2Jk1Lz0Xc9Vb";
+    expect(loadConfig({ ...good, JWT_SECRET_PREVIOUS: ` ${prev} ,` }).config.jwt.previousSecrets).toEqual([
+      prev,
+    ]);
+    expect(problemsOf({ ...good, JWT_SECRET_PREVIOUS: "short" }).join()).toContain("JWT_SECRET_PREVIOUS");
+  });
+});
