@@ -1,0 +1,50 @@
+import { type Config, loadConfig } from "../../src/config.js";
+import type { Clock } from "../../src/identity/tokens.js";
+import { createLogger } from "../../src/log.js";
+import { type Core, startCore } from "../../src/platform.js";
+import { openTestDatabase } from "./database.js";
+
+export const testSecret = "tEst-Secret-0123456789-abcdefghijklmnop";
+
+export interface TestServer {
+  core: Core;
+  url: string;
+  port: number;
+  config: Config;
+  /** Every log line the server wrote, as text. */
+  logs: string[];
+  createUser(username: string, password: string, roles?: string[]): Promise<string>;
+  close(): Promise<void>;
+}
+
+/** A real core on port 0 with a fresh in-memory database and captured logs. */
+export async function startTestServer(
+  options: { env?: NodeJS.ProcessEnv; clock?: Clock } = {},
+): Promise<TestServer> {
+  const { config } = loadConfig({
+    JWT_SECRET: testSecret,
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "debug",
+    ...options.env,
+  });
+  const logs: string[] = [];
+  const log = createLogger({ level: "debug", destination: { write: (line: string) => void logs.push(line) } });
+  const db = await openTestDatabase();
+  const core = await startCore({ config, log, db, ...(options.clock ? { clock: options.clock } : {}) });
+  return {
+    core,
+    url: core.server.url,
+    port: core.server.port,
+    config,
+    logs,
+    async createUser(username, password, roles = ["viewer"]) {
+      const user = await core.identity.createUser({ username, email: `${username}@example.test`, password, roles });
+      return user.id;
+    },
+    async close() {
+      await core.close();
+      await db.close();
+    },
+  };
+}

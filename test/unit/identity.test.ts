@@ -1,0 +1,130 @@
+import { describe, expect, it, vi } from "vitest";
+import { DomainError } from "../../src/errors.js";
+import { createIdentity } from "../../src/identity/identity.js";
+import type { PasswordHasher } from "../../src/identity/passwords.js";
+import { createTokenService } from "../../src/identity/tokens.js";
+import type { User, UserStore } from "../../src/identity/user-store.js";
+import { silentLogger } from "../../src/log.js";
+
+const jwt = {
+  algorithm: "HS256" as const,
+  secret: "k3Jd9s0Qm1Zx8Vb7Nc6Lp5Ow4Ie3Ru2Ty1",
+  previousSecrets: [],
+  privateKeyPem: undefined,
+  issuer: "traitgate",
+  audience: "traitgate",
+  ttlSeconds: 900,
+};
+
+function memoryStore(): UserStore & { reads: number } {
+  const users = new Map<string, User>();
+  const store = {
+    reads: 0,
+    async findByUsername(username: string) {
+      return [...users.values()].find((u) => u.username.toLowerCase() === username.toLowerCase());
+    },
+    async findById(id: string) {
+      store.reads++;
+      return users.get(id);
+    },
+    async create(u: Parameters<UserStore["create"]>[0]) {
+      const user: User = { id: crypto.randomUUID(), mfaEnabled: false, isActive: true, ...u, roles: [...u.roles] };
+      users.set(user.id, user);
+      return user;
+    },
+    async setActive(id: string, isActive: boolean) {
+      const u = users.get(id);
+      if (u) u.isActive = isActive;
+      return u !== undefined;
+    },
+    async setPasswordHash(id: string, passwordHash: string) {
+      const u = users.get(id);
+      if (u) u.passwordHash = passwordHash;
+      return u !== undefined;
+    },
+    async count() {
+      return users.size;
+    },
+  };
+  return store;
+}
+
+function fakeHasher(): PasswordHasher & { dummyCalls: number } {
+  const h = {
+    dummyCalls: 0,
+    hash: async (p: string) => `hashed:${p}`,
+    verify: async (hash: string, p: string) => hash === `hashed:${p}`,
+    verifyDummy: async () => {
+      h.dummyCalls++;
+    },
+  };
+  return h;
+}
+
+async function setup(now = () => Date.now()) {
+  const users = memoryStore();
+  const passwords = fakeHasher();
+  const tokens = await createTokenService(jwt, { now });
+  const identity = createIdentity({ users, passwords, tokens, clock: { now }, log: silentLogger });
+  return { identity, users, passwords };
+}
+
+describe("identity domain", () => {
+  it("hashes a dummy password for unknown users, so timing does not reveal them", async () => {
+    const { identity, passwords } = await setup();
+    await expect(identity.login("ghost", "some-password")).rejects.toMatchObject({
+      kind: "unauthenticated",
+      reason: "INVALID_CREDENTIALS",
+    });
+    expect(passwords.dummyCalls).toBe(1);
+  });
+
+  it("checks the password of an inactive user before refusing, with the same error", async () => {
+    const { identity } = await setup();
+    const u = await identity.createUser({ username: "ivy", email: "", password: "ivys-long-password", roles: [] });
+    await identity.setActive(u.id, false);
+    const err = await identity.login("ivy", "ivys-long-password").catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(err).toMatchObject({ reason: "INVALID_CREDENTIALS", message: "invalid username or password" });
+  });
+
+  it("reads the user's current roles and state on validate, remembering them briefly", async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const { identity, users } = await setup(() => now);
+    await identity.createUser({ username: "joe", email: "", password: "jos-long-password", roles: ["viewer"] });
+    const { token } = await identity.login("joe", "jos-long-password");
+    const auth = `Bearer ${token}`;
+    expect(await identity.validate(auth)).toMatchObject({ valid: true, roles: ["viewer"] });
+    const reads = users.reads;
+    await identity.validate(auth);
+    expect(users.reads).toBe(reads);
+    now += 1500;
+    await identity.validate(auth);
+    expect(users.reads).toBe(reads + 1);
+  });
+
+  it("coalesces concurrent reads of one user", async () => {
+    const { identity, users } = await setup();
+    await identity.createUser({ username: "kim", email: "", password: "kims-long-password", roles: [] });
+    const { token } = await identity.login("kim", "kims-long-password");
+    const spy = vi.spyOn(users, "findById");
+    await Promise.all(Array.from({ length: 20 }, () => identity.validate(`Bearer ${token}`)));
+    expect(spy).toHaveBeenCalledTimes(1);
+  });
+
+  it("authenticate throws unauthenticated with the reason in upper case", async () => {
+    const { identity } = await setup();
+    await expect(identity.authenticate(null)).rejects.toMatchObject({ kind: "unauthenticated", reason: "MISSING" });
+    await expect(identity.authenticate("Bearer x.y.z")).rejects.toMatchObject({ reason: "MALFORMED" });
+  });
+
+  it("refuses short passwords and odd usernames, naming the field", async () => {
+    const { identity } = await setup();
+    await expect(identity.createUser({ username: "ok-name", email: "", password: "short", roles: [] })).rejects.toMatchObject(
+      { reason: "PASSWORD_TOO_SHORT", field: "password" },
+    );
+    await expect(
+      identity.createUser({ username: "no spaces", email: "", password: "long-enough-password", roles: [] }),
+    ).rejects.toMatchObject({ field: "username" });
+  });
+});
