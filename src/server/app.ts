@@ -14,8 +14,15 @@ import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/vali
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
 import type { Logger } from "../log.js";
 import { type HealthChecker, registerHealth } from "./health.js";
-import { type AuthRule, type Authenticator, createAuthInterceptor, createRequestInterceptor } from "./interceptors.js";
-import { registerReflection } from "./reflection.js";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
+import {
+  type AuthRule,
+  type Authenticator,
+  createAuthInterceptor,
+  createRequestInterceptor,
+  publicMethod,
+} from "./interceptors.js";
+import { reflectionServices, registerReflection } from "./reflection.js";
 import { createRestTranscoder } from "./transcoder/index.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -46,6 +53,10 @@ export interface AppOptions {
 export function createApp(options: AppOptions): { listener: RequestListener; handlers: readonly UniversalHandler[] } {
   const { modules, log } = options;
   const authRules = new Map<string, AuthRule>();
+  // Reflection and health answer anyone: tools (buf curl, grpcurl) and probes call them.
+  for (const service of [...reflectionServices, Health]) {
+    for (const method of service.methods) authRules.set(`${service.typeName}/${method.name}`, publicMethod);
+  }
   for (const m of modules) for (const [k, v] of m.authRules) authRules.set(k, v);
   const services = modules.flatMap((m) => m.services);
 

@@ -66,7 +66,7 @@ describe("login and validate over REST", () => {
   it("answers wrong password, unknown user and inactive user with the same 401", async () => {
     const carol = await server.createUser("carol", "carols-password-is-long");
     await server.core.identity.setActive(carol, false);
-    const bodies = [];
+    const bodies: { details?: { reason?: string }[] }[] = [];
     for (const [u, p] of [
       ["alice", "wrong password here"],
       ["nobody", "whatever-password"],
@@ -74,7 +74,7 @@ describe("login and validate over REST", () => {
     ] as const) {
       const res = await login(u, p);
       expect(res.status).toBe(401);
-      bodies.push(await res.json());
+      bodies.push((await res.json()) as { details?: { reason?: string }[] });
     }
     expect(bodies[0]).toMatchObject({ code: "unauthenticated", message: "invalid username or password" });
     expect(reason(bodies[0])).toBe("INVALID_CREDENTIALS");
