@@ -77,7 +77,7 @@ describe("login and validate over REST", () => {
       bodies.push((await res.json()) as { details?: { reason?: string }[] });
     }
     expect(bodies[0]).toMatchObject({ code: "unauthenticated", message: "invalid username or password" });
-    expect(reason(bodies[0])).toBe("INVALID_CREDENTIALS");
+    expect(reason(bodies[0] ?? {})).toBe("INVALID_CREDENTIALS");
     expect(bodies[1]).toEqual(bodies[0]);
     expect(bodies[2]).toEqual(bodies[0]);
   });
