@@ -1,0 +1,185 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { Agent, request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { IdentityService } from "../gen/traitgate/identity/v1/identity_pb.js";
+import { formatResults, type LoadResult, runLoad } from "./load.js";
+
+/**
+ * Validate over REST and gRPC against the framework floor: GetJwks, a public
+ * method with an (almost) empty handler that passes the same listener,
+ * transcoder and interceptors. The server runs in its own process (`traitgate
+ * serve` on the embedded database), the load generator in this one.
+ */
+
+const cli = join(import.meta.dirname, "../src/cli.js");
+const password = "bench-password-long-enough";
+
+async function startServer(): Promise<{ url: string; child: ChildProcess; dir: string }> {
+  const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-"));
+  const env = {
+    ...process.env,
+    DATA_DIR: dir,
+    JWT_SECRET: randomBytes(32).toString("base64url"),
+    PORT: "0",
+    HOST: "127.0.0.1",
+    LOG_LEVEL: "info",
+    TRAITGATE_PASSWORD: password,
+  };
+  execFileSync(
+    process.execPath,
+    [cli, "users", "create", "--username", "bench", "--role", "viewer"],
+    {
+      env,
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
+  const child = spawn(process.execPath, [cli, "serve"], {
+    env,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let buffered = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString();
+      for (const line of buffered.split("\n")) {
+        if (line.includes("traitgate listening"))
+          resolve((JSON.parse(line) as { url: string }).url);
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
+  });
+  child.stdout?.resume();
+  return { url, child, dir };
+}
+
+function httpGetter(url: string, concurrency: number) {
+  const agent = new Agent({ keepAlive: true, maxSockets: concurrency });
+  const { hostname, port } = new URL(url);
+  return (path: string, headers: Record<string, string> = {}) =>
+    new Promise<void>((resolve, reject) => {
+      const req = request({ hostname, port, path, agent, headers }, (res) => {
+        res.resume();
+        res.once("end", () =>
+          res.statusCode === 200 ? resolve() : reject(new Error(`${res.statusCode}`)),
+        );
+      });
+      req.once("error", reject);
+      req.end();
+    });
+}
+
+function httpPost(url: string) {
+  const agent = new Agent({ keepAlive: true, maxSockets: 16 });
+  const { hostname, port } = new URL(url);
+  return (path: string, body: string) =>
+    new Promise<string>((resolve, reject) => {
+      const req = request(
+        {
+          hostname,
+          port,
+          path,
+          agent,
+          method: "POST",
+          headers: { "content-type": "application/json" },
+        },
+        (res) => {
+          let data = "";
+          res.setEncoding("utf8");
+          res.on("data", (c: string) => {
+            data += c;
+          });
+          res.once("end", () =>
+            res.statusCode === 200 ? resolve(data) : reject(new Error(`${res.statusCode}`)),
+          );
+        },
+      );
+      req.once("error", reject);
+      req.end(body);
+    });
+}
+
+export async function benchIdentity(seconds: number): Promise<string> {
+  const { url, child, dir } = await startServer();
+  try {
+    const post = httpPost(url);
+    const loginBody = JSON.stringify({ username: "bench", password });
+    const { token } = JSON.parse(await post("/auth/login", loginBody)) as { token: string };
+    const auth = { authorization: `Bearer ${token}` };
+    const grpc = createClient(IdentityService, createGrpcTransport({ baseUrl: url }));
+    const results: LoadResult[] = [];
+    for (const concurrency of [1, 64]) {
+      const get = httpGetter(url, concurrency);
+      const opts = { concurrency, seconds };
+      results.push(
+        await runLoad(
+          "REST floor (GET /.well-known/jwks.json)",
+          () => get("/.well-known/jwks.json"),
+          opts,
+        ),
+      );
+      results.push(
+        await runLoad(
+          "REST validate (GET /auth/validate)",
+          () => get("/auth/validate", auth),
+          opts,
+        ),
+      );
+      results.push(await runLoad("gRPC floor (GetJwks)", () => grpc.getJwks({}), opts));
+      results.push(
+        await runLoad(
+          "gRPC validate",
+          async () => {
+            const r = await grpc.validate({}, { headers: auth });
+            if (!r.valid) throw new Error(r.reason);
+          },
+          opts,
+        ),
+      );
+    }
+    results.push(
+      await runLoad("login (argon2id)", () => post("/auth/login", loginBody), {
+        concurrency: 1,
+        seconds,
+      }),
+    );
+    const get = httpGetter(url, 1);
+    const [underLoad, logins] = await Promise.all([
+      runLoad("REST validate while 8 logins run", () => get("/auth/validate", auth), {
+        concurrency: 1,
+        seconds,
+      }),
+      runLoad("login, 8 at once", () => post("/auth/login", loginBody), {
+        concurrency: 8,
+        seconds,
+      }),
+    ]);
+    results.push(underLoad, logins);
+
+    const ratio = (a: string, b: string, c: number) => {
+      const x = results.find((r) => r.name.startsWith(a) && r.concurrency === c);
+      const y = results.find((r) => r.name.startsWith(b) && r.concurrency === c);
+      return x && y ? `${((x.rps / y.rps) * 100).toFixed(0)}%` : "n/a";
+    };
+    const summary = [1, 64].map(
+      (c) =>
+        `- ${c} in flight: REST validate = ${ratio("REST validate (", "REST floor", c)} of floor; gRPC validate = ${ratio("gRPC validate", "gRPC floor", c)} of floor`,
+    );
+    return [
+      "## Identity: validate vs the framework floor",
+      "",
+      formatResults(results),
+      "",
+      ...summary,
+      `- validate p99 while 8 logins run: ${underLoad.p99.toFixed(2)} ms (target ≤ 10 ms)`,
+    ].join("\n");
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((r) => child.once("exit", r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
