@@ -1,0 +1,160 @@
+import {
+  create,
+  type DescMessage,
+  fromBinary,
+  fromJson,
+  type JsonValue,
+  type Message,
+  mergeFromJson,
+  type Registry,
+  toJson,
+} from "@bufbuild/protobuf";
+import { isFieldError } from "@bufbuild/protobuf/reflect";
+import { bodyJsonError, invalidField, malformedJson } from "./errors.js";
+import { type FieldTarget, fieldPathKey, nestJson } from "./fields.js";
+import { variableValue } from "./path-template.js";
+import type { Route } from "./routes.js";
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+function parseJson(body: Uint8Array): JsonValue {
+  try {
+    return JSON.parse(utf8.decode(body)) as JsonValue;
+  } catch {
+    throw malformedJson("the request body is not valid JSON");
+  }
+}
+
+/** Sets one field from a path variable or query parameter; path values overwrite the body's. */
+function setField(
+  input: DescMessage,
+  message: Message,
+  target: FieldTarget,
+  value: JsonValue,
+  what: string,
+): void {
+  try {
+    mergeFromJson(input, message, nestJson(target.fields, value));
+  } catch (err) {
+    const cause = err instanceof Error ? err.cause : undefined;
+    const problem = isFieldError(cause) ? cause.message : err instanceof Error ? err.message : "";
+    throw invalidField("INVALID_FIELD", what, `invalid value for "${what}": ${problem}`);
+  }
+}
+
+/** Whether the path or the body binds this field path or one of its parents. */
+function isBound(route: Route, target: FieldTarget): boolean {
+  for (let i = 1; i <= target.fields.length; i++) {
+    if (route.boundKeys.has(fieldPathKey(target.fields.slice(0, i)))) return true;
+  }
+  return false;
+}
+
+function applyQuery(route: Route, message: Message, query: string): void {
+  const values = new Map<string, string[]>();
+  for (const [name, value] of new URLSearchParams(query)) {
+    if (name === "") continue;
+    const list = values.get(name);
+    if (list === undefined) values.set(name, [value]);
+    else list.push(value);
+  }
+  for (const [name, texts] of values) {
+    if (route.queryFields === undefined) {
+      throw invalidField(
+        "UNKNOWN_QUERY_PARAMETER",
+        name,
+        `unknown query parameter "${name}": the request body carries the whole request`,
+      );
+    }
+    const resolved = route.queryFields.resolve(route.input, name);
+    if (resolved.kind === "unknown") {
+      throw invalidField("UNKNOWN_QUERY_PARAMETER", name, `unknown query parameter "${name}"`);
+    }
+    if (resolved.kind === "not_scalar") {
+      throw invalidField(
+        "INVALID_FIELD",
+        name,
+        `query parameter "${name}" does not name a scalar field`,
+      );
+    }
+    const target = resolved.target;
+    if (isBound(route, target)) {
+      throw invalidField(
+        "INVALID_FIELD",
+        name,
+        `query parameter "${name}" sets a field that the path or body sets`,
+      );
+    }
+    if (!target.repeated && texts.length > 1) {
+      throw invalidField(
+        "INVALID_FIELD",
+        name,
+        `query parameter "${name}" is given more than once`,
+      );
+    }
+    const value = target.repeated ? texts.map(target.toJson) : target.toJson(texts[0] ?? "");
+    setField(route.input, message, target, value, name);
+  }
+}
+
+/**
+ * The request message of a REST call: the body (per HttpRule.body), then the
+ * path variables (they win), then the query parameters.
+ */
+export function buildRequestMessage(
+  route: Route,
+  body: Uint8Array | undefined,
+  segments: readonly string[],
+  query: string,
+  registry: Registry,
+): Message {
+  let message: Message;
+  if (body === undefined || route.body.kind === "none") {
+    message = create(route.input);
+  } else {
+    const parsed = parseJson(body);
+    if (
+      route.body.kind === "all" &&
+      (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+    ) {
+      throw malformedJson("the request body must be a JSON object");
+    }
+    const json = route.body.kind === "all" ? parsed : { [route.body.field.jsonName]: parsed };
+    try {
+      message = fromJson(route.input, json, { registry });
+    } catch (err) {
+      throw bodyJsonError(err);
+    }
+  }
+  for (const binding of route.pathBindings) {
+    const text = variableValue(binding.variable, segments);
+    if (text === undefined) {
+      throw invalidField(
+        "INVALID_FIELD",
+        binding.name,
+        `path variable "${binding.name}" is badly percent-encoded`,
+      );
+    }
+    setField(route.input, message, binding.target, binding.target.toJson(text), binding.name);
+  }
+  if (query !== "") applyQuery(route, message, query);
+  return message;
+}
+
+/**
+ * The REST response body for a handler's binary response: proto JSON with
+ * proto field names and default values emitted, or only the field named by
+ * HttpRule.response_body.
+ */
+export function responseJson(route: Route, bytes: Uint8Array, registry: Registry): string {
+  const message = fromBinary(route.output, bytes);
+  const json = toJson(route.output, message, {
+    useProtoFieldName: true,
+    alwaysEmitImplicit: true,
+    registry,
+  });
+  const field = route.responseField;
+  if (field === undefined) return JSON.stringify(json);
+  const value = (json as Record<string, JsonValue | undefined>)[field.name];
+  return JSON.stringify(value ?? (field.fieldKind === "message" ? {} : null));
+}
