@@ -1,23 +1,23 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createRegistry, type DescService } from "@bufbuild/protobuf";
+import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { Code, ConnectError, type ConnectRouter, createConnectRouter } from "@connectrpc/connect";
+import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
   compressionGzip,
   universalRequestFromNodeRequest,
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { createValidateInterceptor } from "@connectrpc/validate";
-import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
+import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
 import { type HealthChecker, registerHealth } from "./health.js";
-import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import {
-  type AuthRule,
   type Authenticator,
+  type AuthRule,
   createAuthInterceptor,
   createRequestInterceptor,
   publicMethod,
@@ -50,12 +50,16 @@ export interface AppOptions {
  * the paths of the `google.api.http` annotations (same handlers, same
  * interceptors), plus `/healthz` and `/readyz`.
  */
-export function createApp(options: AppOptions): { listener: RequestListener; handlers: readonly UniversalHandler[] } {
+export function createApp(options: AppOptions): {
+  listener: RequestListener;
+  handlers: readonly UniversalHandler[];
+} {
   const { modules, log } = options;
   const authRules = new Map<string, AuthRule>();
   // Reflection and health answer anyone: tools (buf curl, grpcurl) and probes call them.
   for (const service of [...reflectionServices, Health]) {
-    for (const method of service.methods) authRules.set(`${service.typeName}/${method.name}`, publicMethod);
+    for (const method of service.methods)
+      authRules.set(`${service.typeName}/${method.name}`, publicMethod);
   }
   for (const m of modules) for (const [k, v] of m.authRules) authRules.set(k, v);
   const services = modules.flatMap((m) => m.services);
@@ -82,8 +86,13 @@ export function createApp(options: AppOptions): { listener: RequestListener; han
   const byPath = new Map<string, UniversalHandler>(handlers.map((h) => [h.requestPath, h]));
   const rest = createRestTranscoder({
     handlers,
-    registry: createRegistry(file_google_rpc_error_details, file_buf_validate_validate, ...services.map((s) => s.file)),
+    registry: createRegistry(
+      file_google_rpc_error_details,
+      file_buf_validate_validate,
+      ...services.map((s) => s.file),
+    ),
     maxBodyBytes: options.maxBodyBytes,
+    log,
   });
 
   const listener: RequestListener = (req, res) => {
@@ -94,8 +103,14 @@ export function createApp(options: AppOptions): { listener: RequestListener; han
       handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((err: unknown) => {
-          if (ConnectError.from(err).code !== Code.Aborted) log.error({ err, rpc: path }, "handler failed");
+          if (ConnectError.from(err).code !== Code.Aborted)
+            log.error({ err, rpc: path }, "handler failed");
         });
+      return;
+    }
+    const contentType = req.headers["content-type"] ?? "";
+    if (contentType.startsWith("application/grpc")) {
+      unimplemented(path, contentType, res);
       return;
     }
     if (path === "/healthz" || path === "/readyz") {
@@ -107,10 +122,26 @@ export function createApp(options: AppOptions): { listener: RequestListener; han
   return { listener, handlers };
 }
 
+/** A gRPC or gRPC-Web call to a method this server does not have: trailers-only UNIMPLEMENTED. */
+function unimplemented(path: string, contentType: string, res: NodeResponse): void {
+  res.writeHead(200, {
+    "content-type": contentType.startsWith("application/grpc-web")
+      ? "application/grpc-web+proto"
+      : "application/grpc",
+    "grpc-status": String(Code.Unimplemented),
+    "grpc-message": encodeURIComponent(`unknown method ${path}`),
+  });
+  res.end();
+}
+
 /** `/healthz`: the process answers. `/readyz`: and the database answers too. */
 async function probe(path: string, health: HealthChecker, res: NodeResponse): Promise<void> {
-  const ready = path === "/healthz" || (await health.check().catch(() => "NOT_SERVING")) === "SERVING";
+  const ready =
+    path === "/healthz" || (await health.check().catch(() => "NOT_SERVING")) === "SERVING";
   const body = JSON.stringify({ status: ready ? "ok" : "unavailable" });
-  res.writeHead(ready ? 200 : 503, { "content-type": "application/json", "cache-control": "no-store" });
+  res.writeHead(ready ? 200 : 503, {
+    "content-type": "application/json",
+    "cache-control": "no-store",
+  });
   res.end(body);
 }

@@ -4,6 +4,7 @@ import { type Registry, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
 import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
+import type { Logger } from "../../log.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
   connectErrorResponse,
@@ -28,6 +29,8 @@ export interface RestTranscoderOptions {
   maxBodyBytes: number;
   /** Context values for each request (the server passes remote address etc.). Optional. */
   contextValues?: (req: NodeRequest) => ContextValues;
+  /** Where unexpected transcoder failures are logged (they answer a generic 500). */
+  log?: Logger;
 }
 
 export type RestHandler = (req: NodeRequest, res: NodeResponse) => void;
@@ -114,7 +117,13 @@ function send(res: NodeResponse, status: number, headers: OutgoingHttpHeaders, b
   res.end(bytes);
 }
 
-function sendError(req: NodeRequest, res: NodeResponse, err: unknown, registry: Registry): void {
+function sendError(
+  req: NodeRequest,
+  res: NodeResponse,
+  err: unknown,
+  registry: Registry,
+  log: Logger | undefined,
+): void {
   if (err instanceof ClientGoneError) return;
   let answer: ErrorResponse;
   if (err instanceof RestError) {
@@ -124,6 +133,7 @@ function sendError(req: NodeRequest, res: NodeResponse, err: unknown, registry: 
   } else if (err instanceof ConnectError) {
     answer = connectErrorResponse(err, registry);
   } else {
+    log?.error({ err, path: req.url?.split("?", 1)[0] }, "REST transcoding failed");
     answer = internalErrorResponse();
   }
   send(res, answer.status, answer.headers, answer.body);
@@ -213,7 +223,7 @@ export function createRestTranscoder(options: RestTranscoderOptions): RestHandle
     trie.add(route.template, route.httpMethod, route);
   return (req, res) => {
     serve(trie, req, res, options).catch((err: unknown) =>
-      sendError(req, res, err, options.registry),
+      sendError(req, res, err, options.registry, options.log),
     );
   };
 }
