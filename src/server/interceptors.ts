@@ -17,7 +17,8 @@ const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 export function createRequestInterceptor(root: Logger): Interceptor {
   return (next) => async (req) => {
     const incoming = req.header.get("x-request-id");
-    const requestId = incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const requestId =
+      incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const log = root.child({ request_id: requestId, rpc });
     req.contextValues.set(requestIdKey, requestId);
@@ -32,7 +33,10 @@ export function createRequestInterceptor(root: Logger): Interceptor {
       const error = toConnectError(err, log);
       error.metadata.set("x-request-id", requestId);
       log.info(
-        { code: ConnectError.from(error).code, duration_ms: +(performance.now() - started).toFixed(3) },
+        {
+          code: ConnectError.from(error).code,
+          duration_ms: +(performance.now() - started).toFixed(3),
+        },
         "rpc failed",
       );
       throw error;
@@ -70,7 +74,11 @@ export function createAuthInterceptor(
     if (rule.roles.length > 0 && !rule.roles.some((r) => user.roles.includes(r))) {
       throw permissionDenied("ROLE", `this call needs one of the roles: ${rule.roles.join(", ")}`);
     }
-    const principal: Principal = { userId: user.userId, username: user.username, roles: user.roles };
+    const principal: Principal = {
+      userId: user.userId,
+      username: user.username,
+      roles: user.roles,
+    };
     req.contextValues.set(principalKey, principal);
     return next(req);
   };

@@ -1,8 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { RequestListener as HttpRequestListener } from "node:http";
-import type { Socket } from "node:net";
-import type { AddressInfo } from "node:net";
 import type { Http2Session } from "node:http2";
+import type { AddressInfo, Socket } from "node:net";
 import { createServer } from "@httptoolkit/httpolyglot";
 import type { NodeRequest, NodeResponse, RequestListener } from "./app.js";
 
@@ -24,7 +23,10 @@ export interface RunningServer {
  * prior knowledge) are told apart by the connection preface, and with TLS
  * configured, ALPN picks h2 or http/1.1 on the same port.
  */
-export async function listen(listener: RequestListener, options: ListenOptions): Promise<RunningServer> {
+export async function listen(
+  listener: RequestListener,
+  options: ListenOptions,
+): Promise<RunningServer> {
   const sockets = new Set<Socket>();
   const sessions = new Set<Http2Session>();
   const inflight = new Set<NodeResponse>();
