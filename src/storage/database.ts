@@ -1,0 +1,156 @@
+import { AsyncLocalStorage } from "node:async_hooks";
+import type { Database, Executor, QueryResult, Session } from "./types.js";
+
+/** One connection taken from a driver for a transaction or a session. */
+export interface Lease {
+  readonly conn: Executor;
+  /** Gives the connection back; `reset` when its session state is unknown or broken. */
+  release(reset: boolean): Promise<void>;
+}
+
+/** What each driver provides; transactions, sessions and guards are built on top, once. */
+export interface Driver {
+  readonly kind: Database["kind"];
+  query<R>(sql: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>>;
+  exec(script: string): Promise<void>;
+  acquire(): Promise<Lease>;
+  ping(timeoutMs: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+interface Scope {
+  readonly what: "transaction" | "session";
+  open: boolean;
+  /** A session's transaction is running: the session handle itself must wait its turn. */
+  busy: boolean;
+}
+
+export function createDatabase(driver: Driver): Database {
+  // Which transaction or session the running code is inside, to refuse `db.query` there:
+  // on pg it would run outside the transaction, on PGlite it would wait for it forever.
+  const scopes = new AsyncLocalStorage<Scope>();
+  let closing: Promise<void> | undefined;
+
+  const enter = () => {
+    if (closing) throw new Error("database is closed");
+    const scope = scopes.getStore();
+    if (scope?.open) {
+      throw new Error(
+        `database used directly inside a ${scope.what}: use the handle passed to the callback`,
+      );
+    }
+  };
+
+  const use = (scope: Scope) => {
+    if (!scope.open) throw new Error(`${scope.what} handle used after the ${scope.what} ended`);
+    if (scope.busy) throw new Error("session handle used while its transaction is running");
+  };
+
+  const handle = (conn: Executor, scope: Scope): Executor => ({
+    async query<R>(sql: string, params?: readonly unknown[]) {
+      use(scope);
+      return conn.query<R>(sql, params);
+    },
+    async exec(script) {
+      use(scope);
+      return conn.exec(script);
+    },
+  });
+
+  /** BEGIN, fn, COMMIT or ROLLBACK on conn; `broken` is called when the connection is unusable. */
+  async function inTransaction<T>(
+    conn: Executor,
+    fn: (tx: Executor) => Promise<T>,
+    broken: () => void,
+  ): Promise<T> {
+    const scope: Scope = { what: "transaction", open: true, busy: false };
+    try {
+      await conn.exec("BEGIN");
+    } catch (err) {
+      broken();
+      throw err;
+    }
+    try {
+      const value = await scopes.run(scope, () => fn(handle(conn, scope)));
+      scope.open = false;
+      await conn.exec("COMMIT");
+      return value;
+    } catch (err) {
+      scope.open = false;
+      await conn.exec("ROLLBACK").catch(broken);
+      throw err;
+    }
+  }
+
+  return {
+    kind: driver.kind,
+
+    async query<R>(sql: string, params?: readonly unknown[]) {
+      enter();
+      return driver.query<R>(sql, params);
+    },
+
+    async exec(script) {
+      enter();
+      return driver.exec(script);
+    },
+
+    async transaction(fn) {
+      enter();
+      const lease = await driver.acquire();
+      let reset = false;
+      try {
+        return await inTransaction(lease.conn, fn, () => {
+          reset = true;
+        });
+      } finally {
+        await lease.release(reset);
+      }
+    },
+
+    async session(fn) {
+      enter();
+      const lease = await driver.acquire();
+      const scope: Scope = { what: "session", open: true, busy: false };
+      const session: Session = {
+        ...handle(lease.conn, scope),
+        async transaction(txFn) {
+          use(scope);
+          scope.busy = true;
+          try {
+            return await inTransaction(lease.conn, txFn, () => {});
+          } finally {
+            scope.busy = false;
+          }
+        },
+      };
+      try {
+        return await scopes.run(scope, () => fn(session));
+      } finally {
+        scope.open = false;
+        await lease.release(true);
+      }
+    },
+
+    async ping(timeoutMs = 2000) {
+      enter();
+      return driver.ping(timeoutMs);
+    },
+
+    close() {
+      closing ??= driver.close();
+      return closing;
+    },
+  };
+}
+
+/** Rejects with a timeout Error unless work settles within ms; the timer never holds the process. */
+export function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    timer.unref();
+  });
+  work.catch(() => {}); // a late failure after the timeout is not unhandled
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}

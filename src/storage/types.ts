@@ -1,0 +1,63 @@
+import type { Logger } from "../log.js";
+
+export interface QueryResult<R> {
+  rows: R[];
+  /** Rows returned (SELECT) or affected (INSERT, UPDATE, DELETE); never null. */
+  rowCount: number;
+}
+
+export interface Queryable {
+  /** One statement; parameters as $1, $2, ... (never interpolated into the text). */
+  query<R = Record<string, unknown>>(
+    sql: string,
+    params?: readonly unknown[],
+  ): Promise<QueryResult<R>>;
+}
+
+/** A handle that can also run a parameterless script of several statements (migrations). */
+export interface Executor extends Queryable {
+  exec(script: string): Promise<void>;
+}
+
+/** One connection held for a while; see {@link Database.session}. */
+export interface Session extends Executor {
+  /** BEGIN, fn, COMMIT; ROLLBACK and rethrow if fn throws. Transactions do not nest. */
+  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
+}
+
+export interface Database extends Session {
+  readonly kind: "pglite" | "postgres";
+  /**
+   * Runs fn on one connection held for its whole duration, so session state (an advisory
+   * lock, a SET) stays on it. On PostgreSQL the connection is closed afterwards rather than
+   * returned to the pool, so no session state leaks; on PGlite the session is reset.
+   *
+   * Inside `transaction` and `session`, use only the handle passed to fn: calling the
+   * database itself there throws (on PGlite it would wait for fn forever).
+   */
+  session<T>(fn: (session: Session) => Promise<T>): Promise<T>;
+  /** Resolves when the database answers `select 1` within timeoutMs (default 2000). */
+  ping(timeoutMs?: number): Promise<void>;
+  /** Waits for running work, then closes. Idempotent; later calls on the handle reject. */
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /**
+   * postgres:// or postgresql:// URL → PostgreSQL through a `pg` pool. Unset → embedded
+   * PGlite. Anything else (also "") → an Error naming DB_CONNECTION.
+   */
+  connection?: string | undefined;
+  /** PGlite data directory (default ./data), "memory://" for in-memory. Ignored for pg. */
+  dataDir?: string;
+  /** pg only: schema to use as search_path, created if missing ([a-z_][a-z0-9_]*). */
+  schema?: string;
+  /** pg only: connect timeout (default 5000 ms). */
+  connectTimeoutMs?: number;
+  /** pg only: statement_timeout (default 30000 ms). */
+  statementTimeoutMs?: number;
+  /** pg only: pool size (default 10). */
+  poolSize?: number;
+  /** Never receives SQL parameters (they may hold secrets or personal data). */
+  log: Logger;
+}
