@@ -2,7 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { ConfigError, type Config, loadConfig } from "./config.js";
+import { type Config, ConfigError, loadConfig } from "./config.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { type Core, startCore } from "./platform.js";
@@ -128,7 +128,9 @@ async function usersCreate(args: string[]): Promise<void> {
       password,
       roles: values.role,
     });
-    process.stdout.write(`${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
+    );
   } finally {
     await db.close();
   }

@@ -1,6 +1,6 @@
 import type { Config } from "./config.js";
-import { createIdentityModule } from "./identity/module.js";
 import type { Identity } from "./identity/identity.js";
+import { createIdentityModule } from "./identity/module.js";
 import type { Clock } from "./identity/tokens.js";
 import type { Logger } from "./log.js";
 import { createApp } from "./server/app.js";
@@ -50,8 +50,15 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       maxBodyBytes: config.maxBodyBytes,
     });
-    const server = await listen(listener, { port: config.port, host: config.host, tls: config.tls });
-    log.info({ url: server.url, tls: config.tls !== undefined, db: db.kind }, "traitgate listening");
+    const server = await listen(listener, {
+      port: config.port,
+      host: config.host,
+      tls: config.tls,
+    });
+    log.info(
+      { url: server.url, tls: config.tls !== undefined, db: db.kind },
+      "traitgate listening",
+    );
     return {
       server,
       db,

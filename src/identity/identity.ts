@@ -61,7 +61,8 @@ const usernamePattern = /^[A-Za-z0-9._@-]{3,128}$/;
 
 /** `Bearer <token>` → the token; undefined when absent; null when malformed. */
 function bearerToken(authorization: string | null | undefined): string | undefined | null {
-  if (authorization === undefined || authorization === null || authorization === "") return undefined;
+  if (authorization === undefined || authorization === null || authorization === "")
+    return undefined;
   const match = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i.exec(authorization);
   return match ? (match[1] ?? null) : null;
 }
@@ -99,7 +100,9 @@ export function createIdentity(deps: IdentityDeps): Identity {
       pending = users
         .findById(id)
         .then((u) => {
-          const state = u ? { id: u.id, username: u.username, isActive: u.isActive, roles: u.roles } : null;
+          const state = u
+            ? { id: u.id, username: u.username, isActive: u.isActive, roles: u.roles }
+            : null;
           remember(id, state);
           return state;
         })
@@ -144,7 +147,11 @@ export function createIdentity(deps: IdentityDeps): Identity {
         log.info({ event: "login_failed", cause, user_id: user.id }, "login failed");
         throw badCredentials();
       }
-      const issued = await tokens.issue({ id: user.id, username: user.username, roles: user.roles });
+      const issued = await tokens.issue({
+        id: user.id,
+        username: user.username,
+        roles: user.roles,
+      });
       log.info({ event: "login_succeeded", user_id: user.id }, "login succeeded");
       return issued;
     },
@@ -152,16 +159,23 @@ export function createIdentity(deps: IdentityDeps): Identity {
     async authenticate(authorization) {
       const outcome = await validate(authorization);
       if (!outcome.valid) {
-        throw unauthenticated(outcome.reason.toUpperCase(), `access token is not valid: ${outcome.reason}`);
+        throw unauthenticated(
+          outcome.reason.toUpperCase(),
+          `access token is not valid: ${outcome.reason}`,
+        );
       }
       return { userId: outcome.userId, username: outcome.username, roles: outcome.roles };
     },
 
     async createUser(input) {
       if (!usernamePattern.test(input.username)) {
-        throw invalidArgument("INVALID_USERNAME", "username must be 3–128 letters, digits or . _ @ -", {
-          field: "username",
-        });
+        throw invalidArgument(
+          "INVALID_USERNAME",
+          "username must be 3–128 letters, digits or . _ @ -",
+          {
+            field: "username",
+          },
+        );
       }
       checkPassword(input.password);
       const passwordHash = await passwords.hash(input.password);

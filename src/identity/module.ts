@@ -1,8 +1,8 @@
+import type { JwtConfig } from "../config.js";
 import type { Logger } from "../log.js";
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, publicMethod } from "../server/interceptors.js";
 import type { Database } from "../storage/index.js";
-import type { JwtConfig } from "../config.js";
 import { createIdentity, type Identity } from "./identity.js";
 import { createPasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";

@@ -1,9 +1,9 @@
 import { createHash, createPrivateKey, createPublicKey, randomUUID, webcrypto } from "node:crypto";
 import {
-  type CryptoKey as JoseCryptoKey,
   calculateJwkThumbprint,
   exportJWK,
   importPKCS8,
+  type CryptoKey as JoseCryptoKey,
   type JWTPayload,
   jwtVerify,
   type KeyObject,
@@ -36,7 +36,9 @@ export interface AccessClaims {
   jti: string;
 }
 
-export type VerifyResult = { ok: true; claims: AccessClaims } | { ok: false; reason: TokenInvalidReason };
+export type VerifyResult =
+  | { ok: true; claims: AccessClaims }
+  | { ok: false; reason: TokenInvalidReason };
 
 export interface PublicJwk {
   kty: string;
@@ -123,7 +125,12 @@ async function loadKeyRing(cfg: JwtConfig): Promise<KeyRing> {
     const value = jwk[member];
     if (typeof value === "string") published[member] = value;
   }
-  return { signingKey, signingKid: kid, verifyKeys: new Map([[kid, publicKey]]), jwks: [published] };
+  return {
+    signingKey,
+    signingKid: kid,
+    verifyKeys: new Map([[kid, publicKey]]),
+    jwks: [published],
+  };
 }
 
 class UnknownKeyError extends Error {}
@@ -154,13 +161,17 @@ function claimsOf(payload: JWTPayload): AccessClaims | undefined {
   const { sub, exp, jti } = payload;
   const username = payload.username;
   const roles = payload.roles;
-  if (typeof sub !== "string" || typeof exp !== "number" || typeof jti !== "string") return undefined;
+  if (typeof sub !== "string" || typeof exp !== "number" || typeof jti !== "string")
+    return undefined;
   if (typeof username !== "string" || !Array.isArray(roles)) return undefined;
   if (!roles.every((r): r is string => typeof r === "string")) return undefined;
   return { userId: sub, username, roles, exp, jti };
 }
 
-export async function createTokenService(cfg: JwtConfig, clock: Clock = systemClock): Promise<TokenService> {
+export async function createTokenService(
+  cfg: JwtConfig,
+  clock: Clock = systemClock,
+): Promise<TokenService> {
   const ring = await loadKeyRing(cfg);
   const verified = new Map<string, AccessClaims>();
   const verifyOptions = {
@@ -202,7 +213,10 @@ export async function createTokenService(cfg: JwtConfig, clock: Clock = systemCl
       }
       let payload: JWTPayload;
       try {
-        ({ payload } = await jwtVerify(token, keyFor, { ...verifyOptions, currentDate: new Date(nowMs) }));
+        ({ payload } = await jwtVerify(token, keyFor, {
+          ...verifyOptions,
+          currentDate: new Date(nowMs),
+        }));
       } catch (err) {
         return { ok: false, reason: reasonOf(err) };
       }

@@ -72,17 +72,29 @@ export function createUserStore(db: Queryable): UserStore {
         const { rows } = await db.query<UserRow>(
           `INSERT INTO users (id, username, email, password_hash, roles, is_active)
            VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${columns}`,
-          [randomUUID(), user.username, user.email, user.passwordHash, [...user.roles], user.isActive ?? true],
+          [
+            randomUUID(),
+            user.username,
+            user.email,
+            user.passwordHash,
+            [...user.roles],
+            user.isActive ?? true,
+          ],
         );
         const row = rows[0];
         if (row === undefined) throw new Error("INSERT … RETURNING returned no row");
         return toUser(row);
       } catch (err) {
         if ((err as { code?: string }).code === uniqueViolation) {
-          throw new DomainError("already_exists", "USERNAME_TAKEN", "a user with this username exists", {
-            field: "username",
-            cause: err,
-          });
+          throw new DomainError(
+            "already_exists",
+            "USERNAME_TAKEN",
+            "a user with this username exists",
+            {
+              field: "username",
+              cause: err,
+            },
+          );
         }
         throw err;
       }

@@ -45,7 +45,13 @@ describe("login and validate over REST", () => {
     expect(body.token_type).toBe("Bearer");
     expect(body.expires_in).toBe(900);
     const v = await validate(`Bearer ${body.token}`);
-    expect(v).toMatchObject({ valid: true, reason: "", user_id: userId, username: "alice", roles: ["clinician"] });
+    expect(v).toMatchObject({
+      valid: true,
+      reason: "",
+      user_id: userId,
+      username: "alice",
+      roles: ["clinician"],
+    });
     expect(typeof v.expires_at).toBe("string");
   });
 
@@ -54,7 +60,9 @@ describe("login and validate over REST", () => {
   });
 
   it("accepts lowerCamel and snake_case field names alike", async () => {
-    expect((await post("/auth/login", JSON.stringify({ username: "alice", password }))).status).toBe(200);
+    expect(
+      (await post("/auth/login", JSON.stringify({ username: "alice", password }))).status,
+    ).toBe(200);
   });
 
   it("emits default values: an invalid token is valid:false with a reason", async () => {
@@ -76,7 +84,10 @@ describe("login and validate over REST", () => {
       expect(res.status).toBe(401);
       bodies.push((await res.json()) as { details?: { reason?: string }[] });
     }
-    expect(bodies[0]).toMatchObject({ code: "unauthenticated", message: "invalid username or password" });
+    expect(bodies[0]).toMatchObject({
+      code: "unauthenticated",
+      message: "invalid username or password",
+    });
     expect(reason(bodies[0] ?? {})).toBe("INVALID_CREDENTIALS");
     expect(bodies[1]).toEqual(bodies[0]);
     expect(bodies[2]).toEqual(bodies[0]);
@@ -84,10 +95,15 @@ describe("login and validate over REST", () => {
 
   it("invalidates the token of a deactivated user at the next validate", async () => {
     const id = await server.createUser("dave", "daves-password-is-long");
-    const { token } = (await (await login("dave", "daves-password-is-long")).json()) as { token: string };
+    const { token } = (await (await login("dave", "daves-password-is-long")).json()) as {
+      token: string;
+    };
     expect((await validate(`Bearer ${token}`)).valid).toBe(true);
     await server.core.identity.setActive(id, false);
-    expect(await validate(`Bearer ${token}`)).toMatchObject({ valid: false, reason: "user_inactive" });
+    expect(await validate(`Bearer ${token}`)).toMatchObject({
+      valid: false,
+      reason: "user_inactive",
+    });
   });
 
   it("rejects malformed JSON with 400 invalid_argument", async () => {
@@ -99,7 +115,11 @@ describe("login and validate over REST", () => {
   it("rejects a missing username with 400 naming the field", async () => {
     const res = await post("/auth/login", JSON.stringify({ password: "x" }));
     expect(res.status).toBe(400);
-    const body = (await res.json()) as { code: string; message: string; details: { metadata?: { field?: string } }[] };
+    const body = (await res.json()) as {
+      code: string;
+      message: string;
+      details: { metadata?: { field?: string } }[];
+    };
     expect(body.code).toBe("invalid_argument");
     expect(body.message).toContain("username");
     expect(body.details.find((d) => d.metadata?.field)?.metadata?.field).toBe("username");
@@ -115,7 +135,10 @@ describe("login and validate over REST", () => {
   });
 
   it("answers 413 for an oversized body", async () => {
-    const res = await post("/auth/login", JSON.stringify({ username: "a", password: "x".repeat(2_000_000) }));
+    const res = await post(
+      "/auth/login",
+      JSON.stringify({ username: "a", password: "x".repeat(2_000_000) }),
+    );
     expect(res.status).toBe(413);
   });
 
@@ -144,7 +167,12 @@ describe("login and validate over REST", () => {
     const text = server.logs.join("");
     expect(text.length).toBeGreaterThan(0);
     expect(text).toContain("login_succeeded");
-    for (const secret of [secretPassword, "marker-wrong-password-1b2c", token, token.split(".")[2] ?? "x"]) {
+    for (const secret of [
+      secretPassword,
+      "marker-wrong-password-1b2c",
+      token,
+      token.split(".")[2] ?? "x",
+    ]) {
       expect(text).not.toContain(secret);
     }
     expect(text.toLowerCase()).not.toContain("bearer");

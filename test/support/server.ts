@@ -29,9 +29,17 @@ export async function startTestServer(
     ...options.env,
   });
   const logs: string[] = [];
-  const log = createLogger({ level: "debug", destination: { write: (line: string) => void logs.push(line) } });
+  const log = createLogger({
+    level: "debug",
+    destination: { write: (line: string) => void logs.push(line) },
+  });
   const db = await openTestDatabase();
-  const core = await startCore({ config, log, db, ...(options.clock ? { clock: options.clock } : {}) });
+  const core = await startCore({
+    config,
+    log,
+    db,
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
   return {
     core,
     url: core.server.url,
@@ -39,7 +47,12 @@ export async function startTestServer(
     config,
     logs,
     async createUser(username, password, roles = ["viewer"]) {
-      const user = await core.identity.createUser({ username, email: `${username}@example.test`, password, roles });
+      const user = await core.identity.createUser({
+        username,
+        email: `${username}@example.test`,
+        password,
+        roles,
+      });
       return user.id;
     },
     async close() {

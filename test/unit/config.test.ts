@@ -72,9 +72,11 @@ describe("configuration", () => {
 
   it("reads rotation secrets and never accepts short ones", () => {
     const prev = "Qw9Er8Ty7Ui6Op5As4Df3Gh2Jk1Lz0Xc9Vb";
-    expect(loadConfig({ ...good, JWT_SECRET_PREVIOUS: ` ${prev} ,` }).config.jwt.previousSecrets).toEqual([
-      prev,
-    ]);
-    expect(problemsOf({ ...good, JWT_SECRET_PREVIOUS: "short" }).join()).toContain("JWT_SECRET_PREVIOUS");
+    expect(
+      loadConfig({ ...good, JWT_SECRET_PREVIOUS: ` ${prev} ,` }).config.jwt.previousSecrets,
+    ).toEqual([prev]);
+    expect(problemsOf({ ...good, JWT_SECRET_PREVIOUS: "short" }).join()).toContain(
+      "JWT_SECRET_PREVIOUS",
+    );
   });
 });

@@ -28,7 +28,13 @@ function memoryStore(): UserStore & { reads: number } {
       return users.get(id);
     },
     async create(u: Parameters<UserStore["create"]>[0]) {
-      const user: User = { id: crypto.randomUUID(), mfaEnabled: false, isActive: true, ...u, roles: [...u.roles] };
+      const user: User = {
+        id: crypto.randomUUID(),
+        mfaEnabled: false,
+        isActive: true,
+        ...u,
+        roles: [...u.roles],
+      };
       users.set(user.id, user);
       return user;
     },
@@ -81,17 +87,30 @@ describe("identity domain", () => {
 
   it("checks the password of an inactive user before refusing, with the same error", async () => {
     const { identity } = await setup();
-    const u = await identity.createUser({ username: "ivy", email: "", password: "ivys-long-password", roles: [] });
+    const u = await identity.createUser({
+      username: "ivy",
+      email: "",
+      password: "ivys-long-password",
+      roles: [],
+    });
     await identity.setActive(u.id, false);
     const err = await identity.login("ivy", "ivys-long-password").catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DomainError);
-    expect(err).toMatchObject({ reason: "INVALID_CREDENTIALS", message: "invalid username or password" });
+    expect(err).toMatchObject({
+      reason: "INVALID_CREDENTIALS",
+      message: "invalid username or password",
+    });
   });
 
   it("reads the user's current roles and state on validate, remembering them briefly", async () => {
     let now = Date.UTC(2026, 0, 1);
     const { identity, users } = await setup(() => now);
-    await identity.createUser({ username: "joe", email: "", password: "jos-long-password", roles: ["viewer"] });
+    await identity.createUser({
+      username: "joe",
+      email: "",
+      password: "jos-long-password",
+      roles: ["viewer"],
+    });
     const { token } = await identity.login("joe", "jos-long-password");
     const auth = `Bearer ${token}`;
     expect(await identity.validate(auth)).toMatchObject({ valid: true, roles: ["viewer"] });
@@ -105,7 +124,12 @@ describe("identity domain", () => {
 
   it("coalesces concurrent reads of one user", async () => {
     const { identity, users } = await setup();
-    await identity.createUser({ username: "kim", email: "", password: "kims-long-password", roles: [] });
+    await identity.createUser({
+      username: "kim",
+      email: "",
+      password: "kims-long-password",
+      roles: [],
+    });
     const { token } = await identity.login("kim", "kims-long-password");
     const spy = vi.spyOn(users, "findById");
     await Promise.all(Array.from({ length: 20 }, () => identity.validate(`Bearer ${token}`)));
@@ -114,17 +138,27 @@ describe("identity domain", () => {
 
   it("authenticate throws unauthenticated with the reason in upper case", async () => {
     const { identity } = await setup();
-    await expect(identity.authenticate(null)).rejects.toMatchObject({ kind: "unauthenticated", reason: "MISSING" });
-    await expect(identity.authenticate("Bearer x.y.z")).rejects.toMatchObject({ reason: "MALFORMED" });
+    await expect(identity.authenticate(null)).rejects.toMatchObject({
+      kind: "unauthenticated",
+      reason: "MISSING",
+    });
+    await expect(identity.authenticate("Bearer x.y.z")).rejects.toMatchObject({
+      reason: "MALFORMED",
+    });
   });
 
   it("refuses short passwords and odd usernames, naming the field", async () => {
     const { identity } = await setup();
-    await expect(identity.createUser({ username: "ok-name", email: "", password: "short", roles: [] })).rejects.toMatchObject(
-      { reason: "PASSWORD_TOO_SHORT", field: "password" },
-    );
     await expect(
-      identity.createUser({ username: "no spaces", email: "", password: "long-enough-password", roles: [] }),
+      identity.createUser({ username: "ok-name", email: "", password: "short", roles: [] }),
+    ).rejects.toMatchObject({ reason: "PASSWORD_TOO_SHORT", field: "password" });
+    await expect(
+      identity.createUser({
+        username: "no spaces",
+        email: "",
+        password: "long-enough-password",
+        roles: [],
+      }),
     ).rejects.toMatchObject({ field: "username" });
   });
 });

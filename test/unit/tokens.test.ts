@@ -14,7 +14,11 @@ const hsConfig: JwtConfig = {
   audience: "traitgate",
   ttlSeconds: 900,
 };
-const subject = { id: "3f1e6f0e-3a4b-4c1d-9e2f-0a1b2c3d4e5f", username: "alice", roles: ["viewer"] };
+const subject = {
+  id: "3f1e6f0e-3a4b-4c1d-9e2f-0a1b2c3d4e5f",
+  username: "alice",
+  roles: ["viewer"],
+};
 
 function fixedClock(ms: number) {
   return { now: () => ms };
@@ -55,9 +59,15 @@ describe("token service (HS256)", () => {
     const start = Date.UTC(2026, 0, 1);
     const issuer = await createTokenService(hsConfig, fixedClock(start));
     const { token } = await issuer.issue(subject);
-    const later = await createTokenService(hsConfig, fixedClock(start + (900 + leewaySeconds + 1) * 1000));
+    const later = await createTokenService(
+      hsConfig,
+      fixedClock(start + (900 + leewaySeconds + 1) * 1000),
+    );
     expect(await later.verify(token)).toEqual({ ok: false, reason: "expired" });
-    const earlier = await createTokenService(hsConfig, fixedClock(start - (leewaySeconds + 5) * 1000));
+    const earlier = await createTokenService(
+      hsConfig,
+      fixedClock(start - (leewaySeconds + 5) * 1000),
+    );
     expect(await earlier.verify(token)).toEqual({ ok: false, reason: "not_yet_valid" });
     const withinLeeway = await createTokenService(hsConfig, fixedClock(start + (900 + 10) * 1000));
     expect((await withinLeeway.verify(token)).ok).toBe(true);
@@ -98,7 +108,10 @@ describe("token service (HS256)", () => {
     const tokens = await createTokenService(hsConfig);
     expect(await tokens.verify("not-a-jwt")).toEqual({ ok: false, reason: "malformed" });
     expect(await tokens.verify("a.b.c")).toEqual({ ok: false, reason: "malformed" });
-    const stranger = await createTokenService({ ...hsConfig, secret: "Zq8Xw7Ce6Vr5Bt4Ny3Mu2Ki1Lo0Pa9Sd8Fg" });
+    const stranger = await createTokenService({
+      ...hsConfig,
+      secret: "Zq8Xw7Ce6Vr5Bt4Ny3Mu2Ki1Lo0Pa9Sd8Fg",
+    });
     expect(await tokens.verify((await stranger.issue(subject)).token)).toEqual({
       ok: false,
       reason: "bad_signature",
@@ -109,7 +122,11 @@ describe("token service (HS256)", () => {
     const old = await createTokenService(hsConfig);
     const oldToken = (await old.issue(subject)).token;
     const newSecret = "Qw9Er8Ty7Ui6Op5As4Df3Gh2Jk1Lz0Xc9Vb";
-    const rotated = await createTokenService({ ...hsConfig, secret: newSecret, previousSecrets: [secret] });
+    const rotated = await createTokenService({
+      ...hsConfig,
+      secret: newSecret,
+      previousSecrets: [secret],
+    });
     expect((await rotated.verify(oldToken)).ok).toBe(true);
     const notRotated = await createTokenService({ ...hsConfig, secret: newSecret });
     expect((await notRotated.verify(oldToken)).ok).toBe(false);
