@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
+import { toolPath } from "../../scripts/tools.mjs";
 import { registerHealth } from "../../src/server/health.js";
 import { registerReflection } from "../../src/server/reflection.js";
 
@@ -47,13 +48,9 @@ afterAll(async () => {
 
 describe("reflection with buf curl (no --schema)", () => {
   const buf = async (...args: string[]): Promise<string> => {
-    const { stdout } = await run(
-      "node_modules/.bin/buf",
-      ["curl", "--http2-prior-knowledge", ...args],
-      {
-        timeout: 30_000,
-      },
-    );
+    const { stdout } = await run(toolPath("buf"), ["curl", "--http2-prior-knowledge", ...args], {
+      timeout: 30_000,
+    });
     return stdout;
   };
 
