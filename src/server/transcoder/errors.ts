@@ -69,7 +69,11 @@ function detailJson(type: string, value: Uint8Array, registry: Registry): Detail
       useProtoFieldName: true,
       alwaysEmitImplicit: true,
     });
-    if (json !== null && typeof json === "object" && !Array.isArray(json)) return json;
+    if (json !== null && typeof json === "object" && !Array.isArray(json)) {
+      // "@type" first, as in the JSON of google.protobuf.Any everywhere else.
+      const { "@type": _type, ...fields } = json;
+      return { "@type": typeUrl, ...fields };
+    }
   } catch {
     // unknown to the registry: fall through to the opaque form
   }
