@@ -1,10 +1,14 @@
 import { randomBytes } from "node:crypto";
+import { availableParallelism } from "node:os";
 import { hash, verify } from "@node-rs/argon2";
+import { createLimiter } from "../limiter.js";
 
 /**
  * argon2id with OWASP's minimum parameters (19 MiB, 2 passes, 1 lane). The
  * library's default algorithm is argon2id; hashing and verifying run on the
- * libuv thread pool, so they never block the event loop.
+ * libuv thread pool, so they never block the event loop; and at most
+ * (cores − 1) run at once, so that a burst of logins cannot starve the event
+ * loop of CPU and stall token validation.
  */
 export const argon2Options = { memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
 
@@ -19,19 +23,18 @@ export interface PasswordHasher {
   verifyDummy(password: string): Promise<void>;
 }
 
-export async function createPasswordHasher(): Promise<PasswordHasher> {
+export async function createPasswordHasher(
+  options: { concurrency?: number } = {},
+): Promise<PasswordHasher> {
+  const limiter = createLimiter(options.concurrency ?? Math.max(1, availableParallelism() - 1));
   const dummyHash = await hash(randomBytes(32), argon2Options);
+  const check = (passwordHash: string, password: string) =>
+    limiter.run(() => verify(passwordHash, password)).catch(() => false);
   return {
-    hash: (password) => hash(password, argon2Options),
-    async verify(passwordHash, password) {
-      try {
-        return await verify(passwordHash, password);
-      } catch {
-        return false;
-      }
-    },
+    hash: (password) => limiter.run(() => hash(password, argon2Options)),
+    verify: check,
     async verifyDummy(password) {
-      await verify(dummyHash, password).catch(() => false);
+      await check(dummyHash, password);
     },
   };
 }

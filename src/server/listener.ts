@@ -51,6 +51,8 @@ export async function listen(
     : undefined;
   const server = createServer(tls ? { tls } : {}, tracked as HttpRequestListener);
   server.on("connection", (socket: Socket) => {
+    // Small RPC frames must not wait for Nagle's algorithm (40 ms stalls on HTTP/2).
+    socket.setNoDelay(true);
     sockets.add(socket);
     socket.once("close", () => sockets.delete(socket));
   });
