@@ -1,0 +1,171 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+
+/**
+ * The command line as a user runs it: separate processes, the embedded
+ * database in a temporary DATA_DIR, port 0.
+ */
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+const dirs: string[] = [];
+const children: ChildProcess[] = [];
+
+afterAll(() => {
+  for (const child of children) child.kill("SIGKILL");
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "traitgate-cli-"));
+  dirs.push(dir);
+  return dir;
+}
+
+const baseEnv = (dataDir: string): NodeJS.ProcessEnv => ({
+  PATH: process.env.PATH,
+  HOME: process.env.HOME,
+  DATA_DIR: dataDir,
+  PORT: "0",
+  HOST: "127.0.0.1",
+});
+
+/** Runs the CLI to completion. */
+function run(args: string[], env: NodeJS.ProcessEnv, stdin?: string) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => {
+      stdout += c;
+    });
+    child.stderr.on("data", (c: Buffer) => {
+      stderr += c;
+    });
+    child.stdin.end(stdin ?? "");
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** Starts a long-running command and resolves once `ready` matches its output. */
+function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp) {
+  const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env });
+  children.push(child);
+  return new Promise<{ child: ChildProcess; output: string }>((resolve, reject) => {
+    let output = "";
+    const onData = (c: Buffer) => {
+      output += c;
+      if (ready.test(output)) resolve({ child, output });
+    };
+    child.stdout.on("data", onData);
+    child.stderr.on("data", onData);
+    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)));
+  });
+}
+
+async function stop(child: ChildProcess): Promise<number | null> {
+  const exited = new Promise<number | null>((resolve) =>
+    child.once("exit", (code) => resolve(code)),
+  );
+  child.kill("SIGTERM");
+  return exited;
+}
+
+async function loginAndValidate(url: string, username: string, password: string) {
+  const login = await fetch(`${url}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username, password }),
+  });
+  expect(login.status).toBe(200);
+  const { token } = (await login.json()) as { token: string };
+  const validate = await fetch(`${url}/auth/validate`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
+  return (await validate.json()) as { valid: boolean; username: string; roles: string[] };
+}
+
+describe("traitgate demo", () => {
+  it("starts on the embedded database, prints the admin password once, and it logs in", async () => {
+    const { child, output } = await start(
+      ["demo"],
+      baseEnv(tempDir()),
+      /password: \S+\n[\s\S]*Try:/,
+    );
+    expect(output).toContain("JWT_SECRET was not set");
+    const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
+    const password = /password: (\S+)/.exec(output)?.[1] ?? "";
+    // Printed to the console for the operator, never as a log line.
+    const logLines = output.split("\n").filter((l) => l.startsWith("{"));
+    expect(logLines.length).toBeGreaterThan(0);
+    expect(logLines.join("")).not.toContain(password);
+    expect(await loginAndValidate(url, "admin", password)).toMatchObject({
+      valid: true,
+      username: "admin",
+      roles: ["admin"],
+    });
+    expect(await stop(child)).toBe(0);
+  });
+});
+
+describe("traitgate serve", () => {
+  it.each([
+    ["missing", undefined],
+    ["a placeholder", "please-change-this-secret-in-production"],
+    ["too short", "0123456789abcdef"],
+  ])("refuses to start when JWT_SECRET is %s, naming it", async (_, secret) => {
+    const env = { ...baseEnv(tempDir()), ...(secret ? { JWT_SECRET: secret } : {}) };
+    const result = await run(["serve"], env);
+    expect(result.code).toBe(2);
+    expect(result.stderr).toContain("JWT_SECRET");
+  });
+});
+
+describe("traitgate users create", () => {
+  const secret = "cli-test-secret-0123456789-abcdefghijkl";
+
+  it("creates a user with a password from the environment or stdin, who can then log in", async () => {
+    const dir = tempDir();
+    const env = { ...baseEnv(dir), JWT_SECRET: secret };
+    const fromEnv = await run(["users", "create", "--username", "nurse", "--role", "clinician"], {
+      ...env,
+      TRAITGATE_PASSWORD: "nurse-password-long",
+    });
+    expect(fromEnv.code).toBe(0);
+    expect(JSON.parse(fromEnv.stdout)).toMatchObject({ username: "nurse", roles: ["clinician"] });
+    expect(fromEnv.stdout + fromEnv.stderr).not.toContain("nurse-password-long");
+    const fromStdin = await run(
+      ["users", "create", "--username", "clerk", "--role", "viewer"],
+      env,
+      "clerk-password-long\n",
+    );
+    expect(fromStdin.code).toBe(0);
+
+    const { child, output } = await start(["serve"], env, /traitgate listening/);
+    const url = (
+      JSON.parse(output.split("\n").find((l) => l.includes("traitgate listening")) ?? "{}") as {
+        url: string;
+      }
+    ).url;
+    expect(await loginAndValidate(url, "nurse", "nurse-password-long")).toMatchObject({
+      valid: true,
+      roles: ["clinician"],
+    });
+    expect(await loginAndValidate(url, "clerk", "clerk-password-long")).toMatchObject({
+      valid: true,
+    });
+    expect(await stop(child)).toBe(0);
+  });
+
+  it("never takes a password on the command line", async () => {
+    const env = { ...baseEnv(tempDir()), JWT_SECRET: secret };
+    const result = await run(
+      ["users", "create", "--username", "eve", "--password", "on-the-command-line"],
+      env,
+    );
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain("--password");
+  });
+});
