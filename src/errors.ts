@@ -25,12 +25,15 @@ export interface DomainErrorOptions {
   field?: string;
   /** Extra machine-readable context; never secrets or personal data. */
   metadata?: Record<string, string>;
+  /** For throttling errors: when the client may try again (sent as Retry-After). */
+  retryAfterSeconds?: number;
 }
 
 export class DomainError extends Error {
   override readonly name = "DomainError";
   readonly field: string | undefined;
   readonly metadata: Record<string, string>;
+  readonly retryAfterSeconds: number | undefined;
 
   constructor(
     readonly kind: ErrorKind,
@@ -41,6 +44,7 @@ export class DomainError extends Error {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.field = options.field;
     this.metadata = options.metadata ?? {};
+    this.retryAfterSeconds = options.retryAfterSeconds;
   }
 }
 

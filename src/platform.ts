@@ -1,6 +1,7 @@
 import type { Config } from "./config.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
+import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
 import type { Logger } from "./log.js";
 import { createApp } from "./server/app.js";
@@ -20,6 +21,7 @@ export interface StartCoreOptions {
   /** Tests pass a fixed clock or an already-open database. */
   clock?: Clock;
   db?: Database;
+  throttlePolicy?: ThrottlePolicy;
 }
 
 /** Opens the database, applies migrations, wires every area and listens. */
@@ -36,6 +38,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       jwt: config.jwt,
       log,
       ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
     });
     const { listener } = createApp({
       modules: [identityModule],

@@ -1,6 +1,8 @@
-import { type DomainError, invalidArgument, unauthenticated } from "../errors.js";
+import { setTimeout as sleep } from "node:timers/promises";
+import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PasswordHasher } from "./passwords.js";
+import type { LoginThrottle } from "./throttle.js";
 import type { Clock, IssuedToken, PublicJwk, TokenInvalidReason, TokenService } from "./tokens.js";
 import type { User, UserStore } from "./user-store.js";
 
@@ -29,7 +31,8 @@ export interface NewUserInput {
 }
 
 export interface Identity {
-  login(username: string, password: string): Promise<IssuedToken>;
+  /** `clientAddress` feeds the login throttle (src/identity/throttle.ts). */
+  login(username: string, password: string, clientAddress: string): Promise<IssuedToken>;
   /** Introspects the `authorization` header value; never throws for a bad token. */
   validate(authorization: string | null | undefined): Promise<ValidateOutcome>;
   /** Like validate, but throws `unauthenticated` (reason = the invalid reason, upper case). */
@@ -47,6 +50,7 @@ export interface IdentityDeps {
   tokens: TokenService;
   clock: Clock;
   log: Logger;
+  throttle: LoginThrottle;
   /**
    * How long a user's active flag and roles are remembered between database
    * reads during validation. Changes made through this process apply at once.
@@ -79,7 +83,7 @@ const badCredentials = (): DomainError =>
   unauthenticated("INVALID_CREDENTIALS", "invalid username or password");
 
 export function createIdentity(deps: IdentityDeps): Identity {
-  const { users, passwords, tokens, clock, log } = deps;
+  const { users, passwords, tokens, clock, log, throttle } = deps;
   const ttl = deps.userCacheTtlMs ?? 1000;
   const userCache = new Map<string, { state: UserState | null; at: number }>();
   const inflight = new Map<string, Promise<UserState | null>>();
@@ -134,19 +138,33 @@ export function createIdentity(deps: IdentityDeps): Identity {
     jwks: tokens.jwks,
     validate,
 
-    async login(username, password) {
+    async login(username, password, clientAddress) {
+      const decision = throttle.check(username, clientAddress);
+      if (decision.kind === "refuse") {
+        log.info({ event: "login_throttled" }, "login refused by throttling");
+        throw new DomainError(
+          "resource_exhausted",
+          "TOO_MANY_ATTEMPTS",
+          "too many failed logins; try again later",
+          { retryAfterSeconds: decision.retryAfterMs / 1000 },
+        );
+      }
+      if (decision.delayMs > 0) await sleep(decision.delayMs);
       const user = await users.findByUsername(username);
       if (user === undefined) {
         await passwords.verifyDummy(password);
+        throttle.recordFailure(username, clientAddress);
         log.info({ event: "login_failed", cause: "unknown_user" }, "login failed");
         throw badCredentials();
       }
       const passwordOk = await passwords.verify(user.passwordHash, password);
       if (!passwordOk || !user.isActive) {
+        throttle.recordFailure(username, clientAddress);
         const cause = passwordOk ? "user_inactive" : "wrong_password";
         log.info({ event: "login_failed", cause, user_id: user.id }, "login failed");
         throw badCredentials();
       }
+      throttle.recordSuccess(username, clientAddress);
       const issued = await tokens.issue({
         id: user.id,
         username: user.username,

@@ -6,6 +6,7 @@ import type { Database } from "../storage/index.js";
 import { createIdentity, type Identity } from "./identity.js";
 import { createPasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
+import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
 import { type Clock, createTokenService, systemClock } from "./tokens.js";
 import { createUserStore } from "./user-store.js";
 
@@ -14,6 +15,7 @@ export interface IdentityModuleDeps {
   jwt: JwtConfig;
   log: Logger;
   clock?: Clock;
+  throttlePolicy?: ThrottlePolicy;
 }
 
 const rules = new Map<string, AuthRule>([
@@ -34,6 +36,7 @@ export async function createIdentityModule(
     tokens: await createTokenService(deps.jwt, clock),
     clock,
     log: deps.log.child({ area: "identity" }),
+    throttle: createLoginThrottle(clock, deps.throttlePolicy),
   });
   const service = createIdentityService(identity);
   return {

@@ -1,13 +1,15 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
+import { clientAddressKey } from "../server/context.js";
 import type { Identity } from "./identity.js";
 
 /** Thin Connect handlers: parse → call the domain → map the result. */
 export function createIdentityService(identity: Identity): ServiceImpl<typeof IdentityService> {
   return {
-    async login(req) {
-      const issued = await identity.login(req.username, req.password);
+    async login(req, ctx) {
+      const client = ctx.values.get(clientAddressKey);
+      const issued = await identity.login(req.username, req.password, client);
       return { token: issued.token, tokenType: "Bearer", expiresIn: issued.expiresIn };
     },
     async validate(_req, ctx) {

@@ -2,7 +2,13 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createRegistry, type DescService } from "@bufbuild/protobuf";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
-import { Code, ConnectError, type ConnectRouter, createConnectRouter } from "@connectrpc/connect";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  createConnectRouter,
+  createContextValues,
+} from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import {
   compressionBrotli,
@@ -14,6 +20,7 @@ import { createValidateInterceptor } from "@connectrpc/validate";
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
+import { clientAddressKey } from "./context.js";
 import { type HealthChecker, registerHealth } from "./health.js";
 import {
   type Authenticator,
@@ -82,6 +89,8 @@ export function createApp(options: AppOptions): {
     options.health,
   );
 
+  const contextValues = (req: NodeRequest) =>
+    createContextValues().set(clientAddressKey, req.socket?.remoteAddress ?? "unknown");
   const handlers = router.handlers;
   const byPath = new Map<string, UniversalHandler>(handlers.map((h) => [h.requestPath, h]));
   const rest = createRestTranscoder({
@@ -93,13 +102,14 @@ export function createApp(options: AppOptions): {
     ),
     maxBodyBytes: options.maxBodyBytes,
     log,
+    contextValues,
   });
 
   const listener: RequestListener = (req, res) => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     const handler = byPath.get(path);
     if (handler !== undefined) {
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, undefined);
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues(req));
       handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))
         .catch((err: unknown) => {

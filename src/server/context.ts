@@ -20,6 +20,11 @@ export const loggerKey = createContextKey<Logger>(silentLogger, {
   description: "request-scoped logger",
 });
 
+/** The client's network address as this server saw it (the TCP peer; no proxy headers). */
+export const clientAddressKey = createContextKey<string>("unknown", {
+  description: "client address",
+});
+
 export const principalKey = createContextKey<Principal | undefined>(undefined, {
   description: "authenticated principal",
 });

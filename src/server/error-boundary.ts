@@ -60,7 +60,11 @@ export function toConnectError(err: unknown, log: Logger): ConnectError {
     if (err.kind === "internal" || err.kind === "unavailable") {
       log.error({ err: err.cause ?? err, reason: err.reason }, err.message);
     }
-    return new ConnectError(err.message, codeOfKind[err.kind], undefined, [
+    const headers =
+      err.retryAfterSeconds === undefined
+        ? undefined
+        : new Headers({ "retry-after": String(Math.max(1, Math.ceil(err.retryAfterSeconds))) });
+    return new ConnectError(err.message, codeOfKind[err.kind], headers, [
       errorInfo(err.reason, metadata),
     ]);
   }

@@ -1,4 +1,5 @@
 import { type Config, loadConfig } from "../../src/config.js";
+import type { ThrottlePolicy } from "../../src/identity/throttle.js";
 import type { Clock } from "../../src/identity/tokens.js";
 import { createLogger } from "../../src/log.js";
 import { type Core, startCore } from "../../src/platform.js";
@@ -19,7 +20,7 @@ export interface TestServer {
 
 /** A real core on port 0 with a fresh in-memory database and captured logs. */
 export async function startTestServer(
-  options: { env?: NodeJS.ProcessEnv; clock?: Clock } = {},
+  options: { env?: NodeJS.ProcessEnv; clock?: Clock; throttlePolicy?: ThrottlePolicy } = {},
 ): Promise<TestServer> {
   const { config } = loadConfig({
     JWT_SECRET: testSecret,
@@ -39,6 +40,7 @@ export async function startTestServer(
     log,
     db,
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
   });
   return {
     core,

@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { DomainError } from "../../src/errors.js";
 import { createIdentity } from "../../src/identity/identity.js";
 import type { PasswordHasher } from "../../src/identity/passwords.js";
+import { createLoginThrottle } from "../../src/identity/throttle.js";
 import { createTokenService } from "../../src/identity/tokens.js";
 import type { User, UserStore } from "../../src/identity/user-store.js";
 import { silentLogger } from "../../src/log.js";
@@ -71,14 +72,16 @@ async function setup(now = () => Date.now()) {
   const users = memoryStore();
   const passwords = fakeHasher();
   const tokens = await createTokenService(jwt, { now });
-  const identity = createIdentity({ users, passwords, tokens, clock: { now }, log: silentLogger });
+  const clock = { now };
+  const throttle = createLoginThrottle(clock);
+  const identity = createIdentity({ users, passwords, tokens, clock, log: silentLogger, throttle });
   return { identity, users, passwords };
 }
 
 describe("identity domain", () => {
   it("hashes a dummy password for unknown users, so timing does not reveal them", async () => {
     const { identity, passwords } = await setup();
-    await expect(identity.login("ghost", "some-password")).rejects.toMatchObject({
+    await expect(identity.login("ghost", "some-password", "127.0.0.1")).rejects.toMatchObject({
       kind: "unauthenticated",
       reason: "INVALID_CREDENTIALS",
     });
@@ -94,7 +97,9 @@ describe("identity domain", () => {
       roles: [],
     });
     await identity.setActive(u.id, false);
-    const err = await identity.login("ivy", "ivys-long-password").catch((e: unknown) => e);
+    const err = await identity
+      .login("ivy", "ivys-long-password", "127.0.0.1")
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DomainError);
     expect(err).toMatchObject({
       reason: "INVALID_CREDENTIALS",
@@ -111,7 +116,7 @@ describe("identity domain", () => {
       password: "jos-long-password",
       roles: ["viewer"],
     });
-    const { token } = await identity.login("joe", "jos-long-password");
+    const { token } = await identity.login("joe", "jos-long-password", "127.0.0.1");
     const auth = `Bearer ${token}`;
     expect(await identity.validate(auth)).toMatchObject({ valid: true, roles: ["viewer"] });
     const reads = users.reads;
@@ -130,7 +135,7 @@ describe("identity domain", () => {
       password: "kims-long-password",
       roles: [],
     });
-    const { token } = await identity.login("kim", "kims-long-password");
+    const { token } = await identity.login("kim", "kims-long-password", "127.0.0.1");
     const spy = vi.spyOn(users, "findById");
     await Promise.all(Array.from({ length: 20 }, () => identity.validate(`Bearer ${token}`)));
     expect(spy).toHaveBeenCalledTimes(1);
@@ -160,5 +165,19 @@ describe("identity domain", () => {
         roles: [],
       }),
     ).rejects.toMatchObject({ field: "username" });
+  });
+
+  it("refuses with TOO_MANY_ATTEMPTS and a retry time once an address keeps failing, and records failures of unknown users too", async () => {
+    const { identity } = await setup();
+    for (let i = 0; i < 3; i++) {
+      await expect(identity.login("ghost", "wrong-password", "10.9.9.9")).rejects.toMatchObject({
+        reason: "INVALID_CREDENTIALS",
+      });
+    }
+    const err = await identity
+      .login("ghost", "wrong-password", "10.9.9.9")
+      .catch((e: unknown) => e);
+    expect(err).toMatchObject({ kind: "resource_exhausted", reason: "TOO_MANY_ATTEMPTS" });
+    expect((err as DomainError).retryAfterSeconds).toBeGreaterThan(0);
   });
 });
