@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import type { RequestListener as HttpRequestListener } from "node:http";
-import type { Http2Session } from "node:http2";
-import type { AddressInfo, Socket } from "node:net";
+import { createSecureServer, type Http2Session } from "node:http2";
+import type { AddressInfo, Server, Socket } from "node:net";
 import { createServer } from "@httptoolkit/httpolyglot";
 import type { NodeRequest, NodeResponse, RequestListener } from "./app.js";
 
@@ -42,14 +42,19 @@ export async function listen(
     listener(req, res);
   };
 
-  const tls = options.tls
-    ? {
-        cert: readFileSync(options.tls.certFile),
-        key: readFileSync(options.tls.keyFile),
-        ALPNProtocols: ["h2", "http/1.1"],
-      }
-    : undefined;
-  const server = createServer(tls ? { tls } : {}, tracked as HttpRequestListener);
+  // With TLS, only TLS: Node's secure HTTP/2 server picks h2 or http/1.1 by ALPN and
+  // never answers plaintext. Without TLS, httpolyglot tells HTTP/1.1 from h2c by the
+  // connection preface. (httpolyglot given a TLS config would still answer plaintext.)
+  const server: Server = options.tls
+    ? createSecureServer(
+        {
+          cert: readFileSync(options.tls.certFile),
+          key: readFileSync(options.tls.keyFile),
+          allowHTTP1: true,
+        },
+        tracked,
+      )
+    : createServer(tracked as HttpRequestListener);
   server.on("connection", (socket: Socket) => {
     // Small RPC frames must not wait for Nagle's algorithm (40 ms stalls on HTTP/2).
     socket.setNoDelay(true);
@@ -69,7 +74,7 @@ export async function listen(
 
   return {
     port,
-    url: `${tls ? "https" : "http"}://${host}:${port}`,
+    url: `${options.tls ? "https" : "http"}://${host}:${port}`,
     async close(graceMs = 5000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const session of sessions) session.close();

@@ -201,10 +201,8 @@ describe("TLS on the one port", () => {
     ).rejects.toMatchObject({ code: "DEPTH_ZERO_SELF_SIGNED_CERT" });
   });
 
-  // Known bug, see the note above: src/server/listener.ts hands httpolyglot a TLS config, and
-  // httpolyglot still serves plaintext HTTP/1.1 and h2c on the same port. `it.fails` keeps the
-  // suite green while the bug stands and turns red once it is fixed: then drop the `.fails`.
-  it.fails("gives plaintext HTTP/1.1 no normal answer", async () => {
+  // Plaintext on the TLS port gets no answer (the listener serves TLS only when configured).
+  it("gives plaintext HTTP/1.1 no normal answer", async () => {
     const outcome = await new Promise<number | string>((resolve) => {
       const req = http.get(
         `http://127.0.0.1:${server.port}/auth/validate`,
@@ -220,7 +218,7 @@ describe("TLS on the one port", () => {
     expect(outcome).not.toBe(200);
   });
 
-  it.fails("gives plaintext h2c no normal answer", async () => {
+  it("gives plaintext h2c no normal answer", async () => {
     const outcome = await new Promise<number | string>((resolve) => {
       const session = http2.connect(`http://127.0.0.1:${server.port}`);
       const done = (value: number | string) => {
