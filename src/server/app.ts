@@ -82,7 +82,8 @@ export function createApp(options: AppOptions): {
     jsonOptions: { ignoreUnknownFields: false },
   });
   for (const m of modules) m.register(router);
-  registerReflection(router, services);
+  // Clients decode error details (ErrorInfo, Violations) through reflection too.
+  registerReflection(router, services, [file_google_rpc_error_details, file_buf_validate_validate]);
   registerHealth(
     router,
     services.map((s) => s.typeName),

@@ -38,9 +38,15 @@ export const reflectionServices: readonly DescService[] = [
  * naive clients work). Lookup failures are answered with `error_response` (NOT_FOUND,
  * INVALID_ARGUMENT), never by failing the stream.
  */
-export function registerReflection(router: ConnectRouter, services: readonly DescService[]): void {
+export function registerReflection(
+  router: ConnectRouter,
+  services: readonly DescService[],
+  /** Files served though no service imports them, e.g. the error detail types. */
+  extraFiles: readonly DescFile[] = [],
+): void {
   const index = new DescriptorIndex();
   for (const s of [...services, ...reflectionServices]) index.addService(s);
+  for (const f of extraFiles) index.addFile(f);
   let routerIndexed = false;
   const current = (): DescriptorIndex => {
     if (!routerIndexed) {
@@ -179,7 +185,7 @@ class DescriptorIndex {
     return [...this.services].sort();
   }
 
-  private addFile(file: DescFile): void {
+  addFile(file: DescFile): void {
     // DescFile.name lacks the ".proto" suffix; reflection speaks in proto file names.
     const name = file.proto.name;
     if (this.filesByName.has(name)) return;

@@ -9,6 +9,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
 import { toolPath } from "../../scripts/tools.mjs";
 import { registerHealth } from "../../src/server/health.js";
@@ -23,7 +24,7 @@ function routes(router: ConnectRouter): void {
     validate: async () => ({ valid: false, reason: "missing" }),
     getJwks: async () => ({ keys: [] }),
   });
-  registerReflection(router, [IdentityService]);
+  registerReflection(router, [IdentityService], [file_google_rpc_error_details]);
   registerHealth(router, [identity], { check: async () => "SERVING" });
 }
 
@@ -233,6 +234,11 @@ describe("reflection with a grpc-js client", () => {
     expect(fileNames(replies[6])[0]?.name).toBe("grpc/health/v1/health.proto");
     expect(fileNames(replies[7])[0]?.name).toBe("grpc/health/v1/health.proto");
     expect(replies[8]?.error_response?.error_code).toBe(grpc.status.INVALID_ARGUMENT);
+  });
+
+  it("serves extra files no service imports (error detail types)", async () => {
+    const [reply] = await ask(client, [{ file_containing_symbol: "google.rpc.ErrorInfo" }]);
+    expect(fileNames(reply)[0]?.name).toBe("google/rpc/error_details.proto");
   });
 
   it("serves v1alpha too", async () => {
