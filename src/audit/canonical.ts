@@ -1,0 +1,68 @@
+import { createHash } from "node:crypto";
+import type { JsonValue } from "./details.js";
+import type { AuditRecord } from "./event.js";
+
+/** prev_hash of the first event of a chain. */
+export const genesisHash = "0".repeat(64);
+
+/** Version of the canonical encoding, hashed with every event so it can evolve. */
+export const canonicalVersion = 1;
+
+/**
+ * JSON with object keys sorted (by UTF-16 code units, as Array.prototype.sort does), no
+ * whitespace, strings and numbers as JSON.stringify writes them. The same value always gives
+ * the same text, whatever order its keys were inserted in.
+ */
+export function canonicalJson(value: JsonValue): string {
+  if (value === null || typeof value !== "object") {
+    if (typeof value === "number" && !Number.isFinite(value)) {
+      throw new TypeError("canonical JSON has no encoding for a non-finite number");
+    }
+    return JSON.stringify(value);
+  }
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  const keys = Object.keys(value).sort();
+  const members = keys.map((key) => `${JSON.stringify(key)}:${canonicalJson(value[key] ?? null)}`);
+  return `{${members.join(",")}}`;
+}
+
+/**
+ * The canonical encoding of an event: the canonical JSON of every stored field except seq
+ * (the storage order) and the two hashes, with the encoding's version as "v".
+ */
+export function canonicalEvent(record: AuditRecord): string {
+  return prepareEvent(record).canonical;
+}
+
+/** An event with its encodings, computed once, before the writer takes the chain's lock. */
+export interface PreparedEvent {
+  record: AuditRecord;
+  /** Canonical JSON of the details: what is stored in the jsonb column. */
+  detailsJson: string;
+  /** canonicalEvent(record). */
+  canonical: string;
+}
+
+export function prepareEvent(record: AuditRecord): PreparedEvent {
+  const detailsJson = canonicalJson(record.details);
+  const text = (value: string | null) => JSON.stringify(value);
+  // canonicalJson of the object {v, id, occurred_at, ...}, written out with its keys in
+  // sorted order so that the details are encoded once.
+  const canonical =
+    `{"action":${text(record.action)},"actor_id":${text(record.actorId)},` +
+    `"actor_type":${text(record.actorType)},"details":${detailsJson},` +
+    `"id":${text(record.id.toLowerCase())},"occurred_at":${text(record.occurredAt)},` +
+    `"outcome":${text(record.outcome)},"request_id":${text(record.requestId)},` +
+    `"target":${text(record.target)},"v":${canonicalVersion}}`;
+  return { record, detailsJson, canonical };
+}
+
+/** sha256_hex(prev_hash || "\n" || canonical). */
+export function chainHash(prevHash: string, canonical: string): string {
+  return createHash("sha256").update(prevHash).update("\n").update(canonical).digest("hex");
+}
+
+/** The hash an event must have when it follows prevHash. */
+export function eventHash(prevHash: string, record: AuditRecord): string {
+  return chainHash(prevHash, canonicalEvent(record));
+}

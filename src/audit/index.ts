@@ -1,0 +1,26 @@
+export { canonicalEvent, canonicalJson, chainHash, eventHash, genesisHash } from "./canonical.js";
+export { type AuditVerifyCommandOptions, runAuditVerifyCommand } from "./command.js";
+export { isSensitiveKey, type JsonObject, type JsonValue, redacted } from "./details.js";
+export {
+  type ActorType,
+  type AuditEventInput,
+  type AuditRecord,
+  actorTypes,
+  type Outcome,
+  outcomes,
+} from "./event.js";
+export { type AppendedEvent, auditChainLockKey } from "./store.js";
+export {
+  type AuditChainReport,
+  type BrokenEvent,
+  type BrokenReason,
+  type VerifyOptions,
+  verifyAuditChain,
+} from "./verify.js";
+export {
+  type AuditClock,
+  type AuditWriter,
+  type AuditWriterOptions,
+  type AuditWriterStats,
+  createAuditWriter,
+} from "./writer.js";

@@ -1,0 +1,86 @@
+import type { Queryable } from "../storage/index.js";
+import { eventHash, genesisHash } from "./canonical.js";
+import { beforeFirstSeq, readEventsAfter } from "./store.js";
+
+export type BrokenReason = "hash_mismatch" | "prev_hash_mismatch";
+
+export interface BrokenEvent {
+  seq: string;
+  id: string;
+  reason: BrokenReason;
+  /** What is wrong, for people. */
+  message: string;
+}
+
+export type AuditChainReport =
+  | {
+      ok: true;
+      /** Events checked: all of them. */
+      count: number;
+      /** The newest event, to record elsewhere: a chain cut after it would verify too. */
+      head: { seq: string; hash: string } | null;
+    }
+  | {
+      ok: false;
+      /** Events that verified before the broken one. */
+      count: number;
+      firstBroken: BrokenEvent;
+    };
+
+export interface VerifyOptions {
+  /** Called after each page with the number of events checked so far. */
+  onProgress?: (checked: number) => void;
+  /** Events read per query (default 1000). */
+  pageSize?: number;
+}
+
+/**
+ * Walks audit_events in seq order, a page at a time, and checks that each event's prev_hash
+ * is the previous event's hash (the genesis value for the first) and that its hash is the
+ * hash of what is stored. Stops at the first broken event.
+ */
+export async function verifyAuditChain(
+  db: Queryable,
+  options: VerifyOptions = {},
+): Promise<AuditChainReport> {
+  const pageSize = options.pageSize ?? 1000;
+  if (!Number.isInteger(pageSize) || pageSize < 1) {
+    throw new Error("verify pageSize must be a positive integer");
+  }
+  let count = 0;
+  let after = beforeFirstSeq;
+  let expectedPrev = genesisHash;
+  let head: { seq: string; hash: string } | null = null;
+  for (;;) {
+    const page = await readEventsAfter(db, after, pageSize);
+    for (const event of page) {
+      const broken = (reason: BrokenReason, message: string): AuditChainReport => ({
+        ok: false,
+        count,
+        firstBroken: { seq: event.seq, id: event.id, reason, message },
+      });
+      if (event.prevHash !== expectedPrev) {
+        return broken(
+          "prev_hash_mismatch",
+          count === 0
+            ? "prev_hash of the first event is not the genesis value: events before it were removed"
+            : "prev_hash does not match the previous event's hash: an event before it was " +
+                "removed, reordered or rewritten",
+        );
+      }
+      if (eventHash(event.prevHash, event) !== event.hash) {
+        return broken(
+          "hash_mismatch",
+          "hash does not match the event's contents: the event or its hash was changed",
+        );
+      }
+      expectedPrev = event.hash;
+      head = { seq: event.seq, hash: event.hash };
+      count++;
+    }
+    if (page.length > 0) options.onProgress?.(count);
+    const last = page.at(-1);
+    if (page.length < pageSize || last === undefined) return { ok: true, count, head };
+    after = last.seq;
+  }
+}

@@ -1,0 +1,144 @@
+import { randomUUID } from "node:crypto";
+import { unavailable } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { Database } from "../storage/index.js";
+import { type PreparedEvent, prepareEvent } from "./canonical.js";
+import { type AuditEventInput, toRecord } from "./event.js";
+import { type AppendedEvent, appendBatch } from "./store.js";
+
+export interface AuditClock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+}
+
+export interface AuditWriterOptions {
+  db: Database;
+  log: Logger;
+  clock?: AuditClock;
+  /** Most events committed in one transaction (default 512). */
+  maxBatch?: number;
+}
+
+export interface AuditWriterStats {
+  /** Transactions attempted (one per batch). */
+  transactions: number;
+  /** Of those, the ones that failed (every caller of the batch was rejected). */
+  failedTransactions: number;
+  /** Events committed. */
+  events: number;
+  largestBatch: number;
+}
+
+export interface AuditWriter {
+  /**
+   * Queues the event and resolves once it is committed, with its id, seq (int8 as a decimal
+   * string) and hash. Rejects with a DomainError `unavailable` / `AUDIT_UNAVAILABLE` when its
+   * batch could not be committed (then none of that batch was), and with a TypeError, at once,
+   * when the event itself is malformed.
+   */
+  write(event: AuditEventInput): Promise<AppendedEvent>;
+  stats(): AuditWriterStats;
+  /** Refuses new writes, then waits until every queued event is committed or rejected. */
+  close(): Promise<void>;
+}
+
+interface Pending {
+  event: PreparedEvent;
+  resolve(result: AppendedEvent): void;
+  reject(err: unknown): void;
+}
+
+export const defaultMaxBatch = 512;
+
+/**
+ * The audit log's writer, shared by every area: group commit. Events written while a batch
+ * is being committed wait in a queue; the next transaction takes up to maxBatch of them,
+ * chains them after the newest stored event under an advisory lock, and inserts them with
+ * one statement.
+ */
+export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
+  const { db, log } = options;
+  const clock = options.clock ?? { now: () => Date.now() };
+  const maxBatch = options.maxBatch ?? defaultMaxBatch;
+  if (!Number.isInteger(maxBatch) || maxBatch < 1) {
+    throw new Error("audit writer maxBatch must be a positive integer");
+  }
+  const stats: AuditWriterStats = {
+    transactions: 0,
+    failedTransactions: 0,
+    events: 0,
+    largestBatch: 0,
+  };
+  const queue: Pending[] = [];
+  let draining: Promise<void> | undefined;
+  let closed = false;
+
+  async function drain(): Promise<void> {
+    // Let the writes of the current tick join the first batch.
+    await Promise.resolve();
+    while (queue.length > 0) {
+      await commit(queue.splice(0, maxBatch));
+    }
+    draining = undefined;
+  }
+
+  async function commit(batch: Pending[]): Promise<void> {
+    stats.transactions++;
+    stats.largestBatch = Math.max(stats.largestBatch, batch.length);
+    let appended: AppendedEvent[];
+    try {
+      appended = await db.transaction((tx) =>
+        appendBatch(
+          tx,
+          batch.map((pending) => pending.event),
+        ),
+      );
+    } catch (err) {
+      stats.failedTransactions++;
+      // Message and code only: driver errors can quote row values, which are event details.
+      log.error({ error: summary(err), events: batch.length }, "audit batch could not be written");
+      const failure = unavailable("AUDIT_UNAVAILABLE", "the audit log could not be written", {
+        cause: err,
+      });
+      for (const pending of batch) pending.reject(failure);
+      return;
+    }
+    stats.events += batch.length;
+    batch.forEach((pending, i) => {
+      const result = appended[i];
+      if (result) pending.resolve(result);
+      else pending.reject(new Error("audit writer lost an event's result"));
+    });
+  }
+
+  return {
+    write(event) {
+      if (closed) {
+        return Promise.reject(unavailable("AUDIT_UNAVAILABLE", "the audit writer is closed"));
+      }
+      let prepared: PreparedEvent;
+      try {
+        prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+      return new Promise<AppendedEvent>((resolve, reject) => {
+        queue.push({ event: prepared, resolve, reject });
+        draining ??= drain();
+      });
+    },
+
+    stats: () => ({ ...stats }),
+
+    async close() {
+      closed = true;
+      await draining;
+    },
+  };
+}
+
+function summary(err: unknown): { message: string; code?: string } {
+  const message = err instanceof Error ? err.message : String(err);
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? { message, code } : { message };
+}
