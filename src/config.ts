@@ -21,6 +21,8 @@ export interface JwtConfig {
   issuer: string;
   audience: string;
   ttlSeconds: number;
+  /** Lifetime of refresh tokens (each is single-use; rotation issues the next). */
+  refreshTtlSeconds: number;
 }
 
 export interface Config {
@@ -189,6 +191,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
       issuer: env.JWT_ISSUER?.trim() || "traitgate",
       audience: env.JWT_AUDIENCE?.trim() || "traitgate",
       ttlSeconds: intVar(env, "TOKEN_TTL_SECONDS", 900, 60, 86_400, problems),
+      refreshTtlSeconds: intVar(
+        env,
+        "REFRESH_TOKEN_TTL_SECONDS",
+        604_800,
+        300,
+        7_776_000,
+        problems,
+      ),
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     dataEncryptionKey,

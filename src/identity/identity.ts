@@ -2,8 +2,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PasswordHasher } from "./passwords.js";
+import type { SessionState, SessionStore } from "./session-store.js";
+import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
-import type { Clock, IssuedToken, PublicJwk, TokenInvalidReason, TokenService } from "./tokens.js";
+import type { Clock, PublicJwk, TokenInvalidReason, TokenService } from "./tokens.js";
 import type { User, UserStore } from "./user-store.js";
 
 /**
@@ -11,16 +13,35 @@ import type { User, UserStore } from "./user-store.js";
  * No transport types here; src/identity/service.ts adapts it to Connect.
  */
 
-export type InvalidReason = TokenInvalidReason | "unknown_user" | "user_inactive";
+export type InvalidReason = TokenInvalidReason | "unknown_user" | "user_inactive" | "revoked";
 
 export type ValidateOutcome =
-  | { valid: true; userId: string; username: string; roles: string[]; expiresAt: Date }
+  | {
+      valid: true;
+      userId: string;
+      username: string;
+      roles: string[];
+      sessionId: string;
+      expiresAt: Date;
+    }
   | { valid: false; reason: InvalidReason };
 
 export interface AuthenticatedUser {
   userId: string;
   username: string;
   roles: string[];
+  sessionId: string;
+}
+
+/** Who is asking, for calls about the caller's own sessions. */
+export type Caller = Pick<AuthenticatedUser, "userId" | "sessionId">;
+
+/** What a successful login or refresh returns. */
+export interface IssuedTokens {
+  token: string;
+  expiresIn: number;
+  refreshToken: string;
+  refreshExpiresIn: number;
 }
 
 export interface NewUserInput {
@@ -32,7 +53,13 @@ export interface NewUserInput {
 
 export interface Identity {
   /** `clientAddress` feeds the login throttle (src/identity/throttle.ts). */
-  login(username: string, password: string, clientAddress: string): Promise<IssuedToken>;
+  login(username: string, password: string, clientAddress: string): Promise<IssuedTokens>;
+  /** Rotates a refresh token; a reused one revokes its session. */
+  refresh(refreshToken: string): Promise<IssuedTokens>;
+  /** Revokes the caller's session. */
+  logout(caller: Caller): Promise<void>;
+  /** Revokes every session of the caller; returns how many were open. */
+  logoutAll(caller: Caller): Promise<number>;
   /** Introspects the `authorization` header value; never throws for a bad token. */
   validate(authorization: string | null | undefined): Promise<ValidateOutcome>;
   /** Like validate, but throws `unauthenticated` (reason = the invalid reason, upper case). */
@@ -51,16 +78,18 @@ export interface IdentityDeps {
   clock: Clock;
   log: Logger;
   throttle: LoginThrottle;
+  sessions: SessionStore;
+  refreshTtlSeconds: number;
   /**
-   * How long a user's active flag and roles are remembered between database
-   * reads during validation. Changes made through this process apply at once.
+   * How long a user's active flag and roles, and a session's revocation, are
+   * remembered between database reads during validation (default 1 s).
+   * Changes made through this process apply at once.
    */
-  userCacheTtlMs?: number;
+  stateCacheTtlMs?: number;
 }
 
 type UserState = Pick<User, "id" | "username" | "isActive" | "roles">;
 
-const userCacheSize = 10_000;
 const usernamePattern = /^[A-Za-z0-9._@-]{3,128}$/;
 
 /** `Bearer <token>` → the token; undefined when absent; null when malformed. */
@@ -83,37 +112,25 @@ const badCredentials = (): DomainError =>
   unauthenticated("INVALID_CREDENTIALS", "invalid username or password");
 
 export function createIdentity(deps: IdentityDeps): Identity {
-  const { users, passwords, tokens, clock, log, throttle } = deps;
-  const ttl = deps.userCacheTtlMs ?? 1000;
-  const userCache = new Map<string, { state: UserState | null; at: number }>();
-  const inflight = new Map<string, Promise<UserState | null>>();
+  const { users, passwords, tokens, clock, log, throttle, sessions } = deps;
+  const cacheOptions = { ttlMs: deps.stateCacheTtlMs ?? 1000, clock };
+  const userStates = createStateCache<UserState | null>(async (id) => {
+    const u = await users.findById(id);
+    return u ? { id: u.id, username: u.username, isActive: u.isActive, roles: u.roles } : null;
+  }, cacheOptions);
+  const sessionStates = createStateCache<SessionState | null>(
+    async (id) => (await sessions.find(id)) ?? null,
+    cacheOptions,
+  );
 
-  const remember = (id: string, state: UserState | null) => {
-    if (userCache.size >= userCacheSize) {
-      const oldest = userCache.keys().next().value;
-      if (oldest !== undefined) userCache.delete(oldest);
-    }
-    userCache.set(id, { state, at: clock.now() });
-  };
-
-  async function userState(id: string): Promise<UserState | null> {
-    const cached = userCache.get(id);
-    if (cached !== undefined && clock.now() - cached.at < ttl) return cached.state;
-    let pending = inflight.get(id);
-    if (pending === undefined) {
-      pending = users
-        .findById(id)
-        .then((u) => {
-          const state = u
-            ? { id: u.id, username: u.username, isActive: u.isActive, roles: u.roles }
-            : null;
-          remember(id, state);
-          return state;
-        })
-        .finally(() => inflight.delete(id));
-      inflight.set(id, pending);
-    }
-    return pending;
+  async function issueFor(user: UserState, sessionId: string, refreshToken: string) {
+    const access = await tokens.issue({ ...user, sessionId });
+    return {
+      token: access.token,
+      expiresIn: access.expiresIn,
+      refreshToken,
+      refreshExpiresIn: deps.refreshTtlSeconds,
+    };
   }
 
   async function validate(authorization: string | null | undefined): Promise<ValidateOutcome> {
@@ -122,11 +139,19 @@ export function createIdentity(deps: IdentityDeps): Identity {
     if (token === null) return { valid: false, reason: "malformed" };
     const result = await tokens.verify(token);
     if (!result.ok) return { valid: false, reason: result.reason };
-    const state = await userState(result.claims.userId);
+    const { userId, sessionId } = result.claims;
+    const [state, session] = await Promise.all([
+      userStates.get(userId),
+      sessionStates.get(sessionId),
+    ]);
     if (state === null) return { valid: false, reason: "unknown_user" };
     if (!state.isActive) return { valid: false, reason: "user_inactive" };
+    if (session === null || session.revoked || session.userId !== userId) {
+      return { valid: false, reason: "revoked" };
+    }
     return {
       valid: true,
+      sessionId,
       userId: state.id,
       username: state.username,
       roles: state.roles,
@@ -165,13 +190,50 @@ export function createIdentity(deps: IdentityDeps): Identity {
         throw badCredentials();
       }
       throttle.recordSuccess(username, clientAddress);
-      const issued = await tokens.issue({
-        id: user.id,
-        username: user.username,
-        roles: user.roles,
-      });
-      log.info({ event: "login_succeeded", user_id: user.id }, "login succeeded");
-      return issued;
+      const session = await sessions.create(user.id, deps.refreshTtlSeconds);
+      log.info(
+        { event: "login_succeeded", user_id: user.id, session_id: session.sessionId },
+        "login succeeded",
+      );
+      return issueFor(user, session.sessionId, session.refreshToken);
+    },
+
+    async refresh(refreshToken) {
+      const outcome = await sessions.refresh(refreshToken, deps.refreshTtlSeconds);
+      if (outcome.kind === "reused") {
+        sessionStates.forget(outcome.sessionId);
+        log.warn(
+          { event: "refresh_token_reused", user_id: outcome.userId, session_id: outcome.sessionId },
+          "a used refresh token was presented again: session revoked",
+        );
+        throw unauthenticated(
+          "REFRESH_TOKEN_REUSED",
+          "refresh token was already used; session revoked",
+        );
+      }
+      if (outcome.kind !== "rotated") {
+        throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
+      }
+      const user = await userStates.get(outcome.userId);
+      if (user === null || !user.isActive) {
+        await sessions.revoke(outcome.sessionId, "user_inactive");
+        sessionStates.forget(outcome.sessionId);
+        throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
+      }
+      return issueFor(user, outcome.sessionId, outcome.refreshToken);
+    },
+
+    async logout(caller) {
+      await sessions.revoke(caller.sessionId, "logout");
+      sessionStates.forget(caller.sessionId);
+      log.info({ event: "logout", user_id: caller.userId, session_id: caller.sessionId }, "logout");
+    },
+
+    async logoutAll(caller) {
+      const revoked = await sessions.revokeAll(caller.userId, "logout_all");
+      for (const id of revoked) sessionStates.forget(id);
+      log.info({ event: "logout_all", user_id: caller.userId, sessions: revoked.length }, "logout");
+      return revoked.length;
     },
 
     async authenticate(authorization) {
@@ -182,7 +244,12 @@ export function createIdentity(deps: IdentityDeps): Identity {
           `access token is not valid: ${outcome.reason}`,
         );
       }
-      return { userId: outcome.userId, username: outcome.username, roles: outcome.roles };
+      return {
+        userId: outcome.userId,
+        username: outcome.username,
+        roles: outcome.roles,
+        sessionId: outcome.sessionId,
+      };
     },
 
     async createUser(input) {
@@ -215,7 +282,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
 
     async setActive(userId, isActive) {
       const changed = await users.setActive(userId, isActive);
-      userCache.delete(userId);
+      userStates.forget(userId);
       return changed;
     },
   };

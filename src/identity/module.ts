@@ -6,6 +6,7 @@ import type { Database } from "../storage/index.js";
 import { createIdentity, type Identity } from "./identity.js";
 import { createPasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
+import { createSessionStore } from "./session-store.js";
 import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
 import { type Clock, createTokenService, systemClock } from "./tokens.js";
 import { createUserStore } from "./user-store.js";
@@ -20,6 +21,8 @@ export interface IdentityModuleDeps {
 
 const rules = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/Login`, publicMethod],
+  // The refresh token is the credential.
+  [`${IdentityService.typeName}/Refresh`, publicMethod],
   // Validate reports on the token it is given instead of requiring one.
   [`${IdentityService.typeName}/Validate`, publicMethod],
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
@@ -37,6 +40,8 @@ export async function createIdentityModule(
     clock,
     log: deps.log.child({ area: "identity" }),
     throttle: createLoginThrottle(clock, deps.throttlePolicy),
+    sessions: createSessionStore(deps.db),
+    refreshTtlSeconds: deps.jwt.refreshTtlSeconds,
   });
   const service = createIdentityService(identity);
   return {

@@ -1,16 +1,26 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { ServiceImpl } from "@connectrpc/connect";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
-import { clientAddressKey } from "../server/context.js";
-import type { Identity } from "./identity.js";
+import { unauthenticated } from "../errors.js";
+import { clientAddressKey, type Principal, principalKey } from "../server/context.js";
+import type { Identity, IssuedTokens } from "./identity.js";
 
 /** Thin Connect handlers: parse → call the domain → map the result. */
 export function createIdentityService(identity: Identity): ServiceImpl<typeof IdentityService> {
   return {
     async login(req, ctx) {
       const client = ctx.values.get(clientAddressKey);
-      const issued = await identity.login(req.username, req.password, client);
-      return { token: issued.token, tokenType: "Bearer", expiresIn: issued.expiresIn };
+      return tokensReply(await identity.login(req.username, req.password, client));
+    },
+    async refresh(req) {
+      return tokensReply(await identity.refresh(req.refreshToken));
+    },
+    async logout(_req, ctx) {
+      await identity.logout(caller(ctx));
+      return {};
+    },
+    async logoutAll(_req, ctx) {
+      return { sessionsRevoked: await identity.logoutAll(caller(ctx)) };
     },
     async validate(_req, ctx) {
       const outcome = await identity.validate(ctx.requestHeader.get("authorization"));
@@ -27,6 +37,23 @@ export function createIdentityService(identity: Identity): ServiceImpl<typeof Id
       return { keys: identity.jwks.map((k) => ({ ...k })) };
     },
   };
+}
+
+function tokensReply(issued: IssuedTokens) {
+  return {
+    token: issued.token,
+    tokenType: "Bearer",
+    expiresIn: issued.expiresIn,
+    refreshToken: issued.refreshToken,
+    refreshExpiresIn: issued.refreshExpiresIn,
+  };
+}
+
+/** The authenticated caller, set by the auth interceptor for every non-public method. */
+function caller(ctx: HandlerContext): Principal {
+  const principal = ctx.values.get(principalKey);
+  if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  return principal;
 }
 
 export { IdentityService };

@@ -29,6 +29,8 @@ export type TokenInvalidReason =
 
 export interface AccessClaims {
   userId: string;
+  /** The login session the token belongs to (claim `sid`). */
+  sessionId: string;
   username: string;
   roles: string[];
   /** Expiry, seconds since the epoch. */
@@ -58,7 +60,12 @@ export interface IssuedToken {
 }
 
 export interface TokenService {
-  issue(subject: { id: string; username: string; roles: readonly string[] }): Promise<IssuedToken>;
+  issue(subject: {
+    id: string;
+    username: string;
+    roles: readonly string[];
+    sessionId: string;
+  }): Promise<IssuedToken>;
   verify(token: string): Promise<VerifyResult>;
   /** Public keys for /.well-known/jwks.json; empty for HMAC algorithms. */
   readonly jwks: readonly PublicJwk[];
@@ -158,14 +165,15 @@ function reasonOf(err: unknown): TokenInvalidReason {
 }
 
 function claimsOf(payload: JWTPayload): AccessClaims | undefined {
-  const { sub, exp, jti } = payload;
-  const username = payload.username;
-  const roles = payload.roles;
-  if (typeof sub !== "string" || typeof exp !== "number" || typeof jti !== "string")
+  const { sub, exp, jti, sid, username, roles } = payload;
+  if (typeof sub !== "string" || typeof exp !== "number" || typeof jti !== "string") {
     return undefined;
-  if (typeof username !== "string" || !Array.isArray(roles)) return undefined;
+  }
+  if (typeof sid !== "string" || typeof username !== "string" || !Array.isArray(roles)) {
+    return undefined;
+  }
   if (!roles.every((r): r is string => typeof r === "string")) return undefined;
-  return { userId: sub, username, roles, exp, jti };
+  return { userId: sub, sessionId: sid, username, roles, exp, jti };
 }
 
 export async function createTokenService(
@@ -179,7 +187,7 @@ export async function createTokenService(
     issuer: cfg.issuer,
     audience: cfg.audience,
     clockTolerance: leewaySeconds,
-    requiredClaims: ["sub", "exp", "iat", "nbf", "jti"],
+    requiredClaims: ["sub", "exp", "iat", "nbf", "jti", "sid"],
   };
   const keyFor = (header: { kid?: string }): VerifyKey => {
     const key = header.kid === undefined ? undefined : ring.verifyKeys.get(header.kid);
@@ -191,7 +199,11 @@ export async function createTokenService(
     jwks: ring.jwks,
     async issue(subject) {
       const nowSeconds = Math.floor(clock.now() / 1000);
-      const token = await new SignJWT({ username: subject.username, roles: [...subject.roles] })
+      const token = await new SignJWT({
+        username: subject.username,
+        roles: [...subject.roles],
+        sid: subject.sessionId,
+      })
         .setProtectedHeader({ alg: cfg.algorithm, kid: ring.signingKid, typ: "JWT" })
         .setIssuer(cfg.issuer)
         .setAudience(cfg.audience)

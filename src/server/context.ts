@@ -12,6 +12,8 @@ export interface Principal {
   userId: string;
   username: string;
   roles: readonly string[];
+  /** The login session of the caller's access token. */
+  sessionId: string;
 }
 
 export const requestIdKey = createContextKey<string>("", { description: "request id" });

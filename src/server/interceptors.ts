@@ -92,11 +92,7 @@ export function createAuthInterceptor(
     if (rule.roles.length > 0 && !rule.roles.some((r) => user.roles.includes(r))) {
       throw permissionDenied("ROLE", `this call needs one of the roles: ${rule.roles.join(", ")}`);
     }
-    const principal: Principal = {
-      userId: user.userId,
-      username: user.username,
-      roles: user.roles,
-    };
+    const principal: Principal = { ...user };
     req.contextValues.set(principalKey, principal);
     return next(req);
   };

@@ -19,9 +19,12 @@ import { listen, type RunningServer } from "../../src/server/listener.js";
  */
 
 const svc = TranscodingTestService.typeName;
-const users: Record<string, { userId: string; username: string; roles: string[] }> = {
-  "admin-token": { userId: "u1", username: "root", roles: ["admin"] },
-  "viewer-token": { userId: "u2", username: "vera", roles: ["viewer"] },
+const users: Record<
+  string,
+  { userId: string; username: string; roles: string[]; sessionId: string }
+> = {
+  "admin-token": { userId: "u1", username: "root", roles: ["admin"], sessionId: "s1" },
+  "viewer-token": { userId: "u2", username: "vera", roles: ["viewer"], sessionId: "s2" },
 };
 let slowMs = 0;
 let failWith: unknown = new Error("boom");

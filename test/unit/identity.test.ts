@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from "vitest";
 import { DomainError } from "../../src/errors.js";
 import { createIdentity } from "../../src/identity/identity.js";
 import type { PasswordHasher } from "../../src/identity/passwords.js";
+import type { SessionStore } from "../../src/identity/session-store.js";
 import { createLoginThrottle } from "../../src/identity/throttle.js";
 import { createTokenService } from "../../src/identity/tokens.js";
 import type { User, UserStore } from "../../src/identity/user-store.js";
@@ -15,7 +16,63 @@ const jwt = {
   issuer: "traitgate",
   audience: "traitgate",
   ttlSeconds: 900,
+  refreshTtlSeconds: 3600,
 };
+
+/** Sessions in memory, with the store's rotation and reuse semantics. */
+function memorySessions(): SessionStore {
+  const sessions = new Map<string, { userId: string; revoked: boolean }>();
+  const tokens = new Map<string, { sessionId: string; used: boolean }>();
+  const mint = (sessionId: string) => {
+    const token = `rt_${crypto.randomUUID()}`;
+    tokens.set(token, { sessionId, used: false });
+    return token;
+  };
+  return {
+    async create(userId) {
+      const sessionId = crypto.randomUUID();
+      sessions.set(sessionId, { userId, revoked: false });
+      return { sessionId, refreshToken: mint(sessionId) };
+    },
+    async refresh(token) {
+      const t = tokens.get(token);
+      const s = t && sessions.get(t.sessionId);
+      if (!t || !s) return { kind: "unknown" };
+      if (s.revoked) return { kind: "revoked" };
+      if (t.used) {
+        s.revoked = true;
+        return { kind: "reused", sessionId: t.sessionId, userId: s.userId };
+      }
+      t.used = true;
+      return {
+        kind: "rotated",
+        sessionId: t.sessionId,
+        userId: s.userId,
+        refreshToken: mint(t.sessionId),
+      };
+    },
+    async find(id) {
+      const s = sessions.get(id);
+      return s && { id, userId: s.userId, revoked: s.revoked };
+    },
+    async revoke(id) {
+      const s = sessions.get(id);
+      if (!s || s.revoked) return false;
+      s.revoked = true;
+      return true;
+    },
+    async revokeAll(userId) {
+      const ids = [...sessions]
+        .filter(([, s]) => s.userId === userId && !s.revoked)
+        .map(([id]) => id);
+      for (const id of ids) {
+        const s = sessions.get(id);
+        if (s) s.revoked = true;
+      }
+      return ids;
+    },
+  };
+}
 
 function memoryStore(): UserStore & { reads: number } {
   const users = new Map<string, User>();
@@ -74,8 +131,18 @@ async function setup(now = () => Date.now()) {
   const tokens = await createTokenService(jwt, { now });
   const clock = { now };
   const throttle = createLoginThrottle(clock);
-  const identity = createIdentity({ users, passwords, tokens, clock, log: silentLogger, throttle });
-  return { identity, users, passwords };
+  const sessions = memorySessions();
+  const identity = createIdentity({
+    users,
+    passwords,
+    tokens,
+    clock,
+    log: silentLogger,
+    throttle,
+    sessions,
+    refreshTtlSeconds: 3600,
+  });
+  return { identity, users, passwords, sessions };
 }
 
 describe("identity domain", () => {

@@ -13,11 +13,13 @@ const hsConfig: JwtConfig = {
   issuer: "traitgate",
   audience: "traitgate",
   ttlSeconds: 900,
+  refreshTtlSeconds: 3600,
 };
 const subject = {
   id: "3f1e6f0e-3a4b-4c1d-9e2f-0a1b2c3d4e5f",
   username: "alice",
   roles: ["viewer"],
+  sessionId: "9d2c1b0a-1111-4222-8333-944455556666",
 };
 
 function fixedClock(ms: number) {
@@ -43,10 +45,13 @@ describe("token service (HS256)", () => {
     expect(header).toMatchObject({ alg: "HS256", typ: "JWT" });
     expect(header.kid).toMatch(/^hs-/);
     expect(Object.keys(payload).sort()).toEqual(
-      ["aud", "exp", "iat", "iss", "jti", "nbf", "roles", "sub", "username"].sort(),
+      ["aud", "exp", "iat", "iss", "jti", "nbf", "roles", "sid", "sub", "username"].sort(),
     );
     const result = await tokens.verify(token);
-    expect(result).toMatchObject({ ok: true, claims: { userId: subject.id, username: "alice" } });
+    expect(result).toMatchObject({
+      ok: true,
+      claims: { userId: subject.id, username: "alice", sessionId: subject.sessionId },
+    });
   });
 
   it("refuses a tampered payload", async () => {

@@ -112,6 +112,21 @@ describe("listRestRoutes", () => {
         rpc: "traitgate.identity.v1.IdentityService.Login",
       },
       {
+        method: "POST",
+        template: "/auth/refresh",
+        rpc: "traitgate.identity.v1.IdentityService.Refresh",
+      },
+      {
+        method: "POST",
+        template: "/auth/logout",
+        rpc: "traitgate.identity.v1.IdentityService.Logout",
+      },
+      {
+        method: "POST",
+        template: "/auth/logout-all",
+        rpc: "traitgate.identity.v1.IdentityService.LogoutAll",
+      },
+      {
         method: "GET",
         template: "/auth/validate",
         rpc: "traitgate.identity.v1.IdentityService.Validate",

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/identity/v1/identity.proto.
  */
 export const file_traitgate_identity_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("CiR0cmFpdGdhdGUvaWRlbnRpdHkvdjEvaWRlbnRpdHkucHJvdG8SFXRyYWl0Z2F0ZS5pZGVudGl0eS52MSJKCgxMb2dpblJlcXVlc3QSHAoIdXNlcm5hbWUYASABKAlCCrpIB3IFEAEYgAESHAoIcGFzc3dvcmQYAiABKAlCCrpIB3IFEAEYgAgiRgoNTG9naW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAUiEQoPVmFsaWRhdGVSZXF1ZXN0IpMBChBWYWxpZGF0ZVJlc3BvbnNlEg0KBXZhbGlkGAEgASgIEg4KBnJlYXNvbhgCIAEoCRIPCgd1c2VyX2lkGAMgASgJEhAKCHVzZXJuYW1lGAQgASgJEg0KBXJvbGVzGAUgAygJEi4KCmV4cGlyZXNfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhAKDkdldEp3a3NSZXF1ZXN0IjsKD0dldEp3a3NSZXNwb25zZRIoCgRrZXlzGAEgAygLMhoudHJhaXRnYXRlLmlkZW50aXR5LnYxLkp3ayKrAQoDSndrEgsKA2t0eRgBIAEoCRILCgNraWQYAiABKAkSCwoDdXNlGAMgASgJEgsKA2FsZxgEIAEoCRIOCgFuGAUgASgJSACIAQESDgoBZRgGIAEoCUgBiAEBEhAKA2NydhgHIAEoCUgCiAEBEg4KAXgYCCABKAlIA4gBARIOCgF5GAkgASgJSASIAQFCBAoCX25CBAoCX2VCBgoEX2NydkIECgJfeEIECgJfeTLyAgoPSWRlbnRpdHlTZXJ2aWNlEmoKBUxvZ2luEiMudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ2luUmVxdWVzdBokLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dpblJlc3BvbnNlIhaC0+STAhA6ASoiCy9hdXRoL2xvZ2luEnYKCFZhbGlkYXRlEiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlZhbGlkYXRlUmVxdWVzdBonLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5WYWxpZGF0ZVJlc3BvbnNlIhmQAgGC0+STAhASDi9hdXRoL3ZhbGlkYXRlEnsKB0dldEp3a3MSJS50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1JlcXVlc3QaJi50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1Jlc3BvbnNlIiGQAgGC0+STAhgSFi8ud2VsbC1rbm93bi9qd2tzLmpzb25iBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("CiR0cmFpdGdhdGUvaWRlbnRpdHkvdjEvaWRlbnRpdHkucHJvdG8SFXRyYWl0Z2F0ZS5pZGVudGl0eS52MSJKCgxMb2dpblJlcXVlc3QSHAoIdXNlcm5hbWUYASABKAlCCrpIB3IFEAEYgAESHAoIcGFzc3dvcmQYAiABKAlCCrpIB3IFEAEYgAgieQoNTG9naW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAUSFQoNcmVmcmVzaF90b2tlbhgEIAEoCRIaChJyZWZyZXNoX2V4cGlyZXNfaW4YBSABKAUiMwoOUmVmcmVzaFJlcXVlc3QSIQoNcmVmcmVzaF90b2tlbhgBIAEoCUIKukgHcgUQARiAAiJ7Cg9SZWZyZXNoUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRISCgpleHBpcmVzX2luGAMgASgFEhUKDXJlZnJlc2hfdG9rZW4YBCABKAkSGgoScmVmcmVzaF9leHBpcmVzX2luGAUgASgFIg8KDUxvZ291dFJlcXVlc3QiEAoOTG9nb3V0UmVzcG9uc2UiEgoQTG9nb3V0QWxsUmVxdWVzdCItChFMb2dvdXRBbGxSZXNwb25zZRIYChBzZXNzaW9uc19yZXZva2VkGAEgASgFIhEKD1ZhbGlkYXRlUmVxdWVzdCKTAQoQVmFsaWRhdGVSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCgh1c2VybmFtZRgEIAEoCRINCgVyb2xlcxgFIAMoCRIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIQCg5HZXRKd2tzUmVxdWVzdCI7Cg9HZXRKd2tzUmVzcG9uc2USKAoEa2V5cxgBIAMoCzIaLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Kd2siqwEKA0p3axILCgNrdHkYASABKAkSCwoDa2lkGAIgASgJEgsKA3VzZRgDIAEoCRILCgNhbGcYBCABKAkSDgoBbhgFIAEoCUgAiAEBEg4KAWUYBiABKAlIAYgBARIQCgNjcnYYByABKAlIAogBARIOCgF4GAggASgJSAOIAQESDgoBeRgJIAEoCUgEiAEBQgQKAl9uQgQKAl9lQgYKBF9jcnZCBAoCX3hCBAoCX3ky0wUKD0lkZW50aXR5U2VydmljZRJqCgVMb2dpbhIjLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dpblJlcXVlc3QaJC50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9naW5SZXNwb25zZSIWgtPkkwIQOgEqIgsvYXV0aC9sb2dpbhJyCgdSZWZyZXNoEiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXF1ZXN0GiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXNwb25zZSIYgtPkkwISOgEqIg0vYXV0aC9yZWZyZXNoEm4KBkxvZ291dBIkLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRSZXF1ZXN0GiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ291dFJlc3BvbnNlIheC0+STAhE6ASoiDC9hdXRoL2xvZ291dBJ7CglMb2dvdXRBbGwSJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9nb3V0QWxsUmVxdWVzdBooLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRBbGxSZXNwb25zZSIbgtPkkwIVOgEqIhAvYXV0aC9sb2dvdXQtYWxsEnYKCFZhbGlkYXRlEiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlZhbGlkYXRlUmVxdWVzdBonLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5WYWxpZGF0ZVJlc3BvbnNlIhmQAgGC0+STAhASDi9hdXRoL3ZhbGlkYXRlEnsKB0dldEp3a3MSJS50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1JlcXVlc3QaJi50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1Jlc3BvbnNlIiGQAgGC0+STAhgSFi8ud2VsbC1rbm93bi9qd2tzLmpzb25iBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message traitgate.identity.v1.LoginRequest
@@ -66,6 +66,20 @@ export type LoginResponse = Message<"traitgate.identity.v1.LoginResponse"> & {
    * @generated from field: int32 expires_in = 3;
    */
   expiresIn: number;
+
+  /**
+   * Opaque token for Refresh; shown once, valid once.
+   *
+   * @generated from field: string refresh_token = 4;
+   */
+  refreshToken: string;
+
+  /**
+   * Lifetime of the refresh token in seconds.
+   *
+   * @generated from field: int32 refresh_expires_in = 5;
+   */
+  refreshExpiresIn: number;
 };
 
 /**
@@ -74,6 +88,118 @@ export type LoginResponse = Message<"traitgate.identity.v1.LoginResponse"> & {
  */
 export const LoginResponseSchema: GenMessage<LoginResponse> = /*@__PURE__*/
   messageDesc(file_traitgate_identity_v1_identity, 1);
+
+/**
+ * @generated from message traitgate.identity.v1.RefreshRequest
+ */
+export type RefreshRequest = Message<"traitgate.identity.v1.RefreshRequest"> & {
+  /**
+   * @generated from field: string refresh_token = 1;
+   */
+  refreshToken: string;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.RefreshRequest.
+ * Use `create(RefreshRequestSchema)` to create a new message.
+ */
+export const RefreshRequestSchema: GenMessage<RefreshRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 2);
+
+/**
+ * @generated from message traitgate.identity.v1.RefreshResponse
+ */
+export type RefreshResponse = Message<"traitgate.identity.v1.RefreshResponse"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: string token_type = 2;
+   */
+  tokenType: string;
+
+  /**
+   * @generated from field: int32 expires_in = 3;
+   */
+  expiresIn: number;
+
+  /**
+   * @generated from field: string refresh_token = 4;
+   */
+  refreshToken: string;
+
+  /**
+   * @generated from field: int32 refresh_expires_in = 5;
+   */
+  refreshExpiresIn: number;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.RefreshResponse.
+ * Use `create(RefreshResponseSchema)` to create a new message.
+ */
+export const RefreshResponseSchema: GenMessage<RefreshResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 3);
+
+/**
+ * @generated from message traitgate.identity.v1.LogoutRequest
+ */
+export type LogoutRequest = Message<"traitgate.identity.v1.LogoutRequest"> & {
+};
+
+/**
+ * Describes the message traitgate.identity.v1.LogoutRequest.
+ * Use `create(LogoutRequestSchema)` to create a new message.
+ */
+export const LogoutRequestSchema: GenMessage<LogoutRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 4);
+
+/**
+ * @generated from message traitgate.identity.v1.LogoutResponse
+ */
+export type LogoutResponse = Message<"traitgate.identity.v1.LogoutResponse"> & {
+};
+
+/**
+ * Describes the message traitgate.identity.v1.LogoutResponse.
+ * Use `create(LogoutResponseSchema)` to create a new message.
+ */
+export const LogoutResponseSchema: GenMessage<LogoutResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 5);
+
+/**
+ * @generated from message traitgate.identity.v1.LogoutAllRequest
+ */
+export type LogoutAllRequest = Message<"traitgate.identity.v1.LogoutAllRequest"> & {
+};
+
+/**
+ * Describes the message traitgate.identity.v1.LogoutAllRequest.
+ * Use `create(LogoutAllRequestSchema)` to create a new message.
+ */
+export const LogoutAllRequestSchema: GenMessage<LogoutAllRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 6);
+
+/**
+ * @generated from message traitgate.identity.v1.LogoutAllResponse
+ */
+export type LogoutAllResponse = Message<"traitgate.identity.v1.LogoutAllResponse"> & {
+  /**
+   * How many sessions were open and are now revoked.
+   *
+   * @generated from field: int32 sessions_revoked = 1;
+   */
+  sessionsRevoked: number;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.LogoutAllResponse.
+ * Use `create(LogoutAllResponseSchema)` to create a new message.
+ */
+export const LogoutAllResponseSchema: GenMessage<LogoutAllResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 7);
 
 /**
  * @generated from message traitgate.identity.v1.ValidateRequest
@@ -86,7 +212,7 @@ export type ValidateRequest = Message<"traitgate.identity.v1.ValidateRequest"> &
  * Use `create(ValidateRequestSchema)` to create a new message.
  */
 export const ValidateRequestSchema: GenMessage<ValidateRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 2);
+  messageDesc(file_traitgate_identity_v1_identity, 8);
 
 /**
  * @generated from message traitgate.identity.v1.ValidateResponse
@@ -100,7 +226,7 @@ export type ValidateResponse = Message<"traitgate.identity.v1.ValidateResponse">
   /**
    * Why the token is not valid: missing, malformed, bad_signature,
    * algorithm_not_allowed, expired, not_yet_valid, wrong_issuer,
-   * wrong_audience, unknown_user, user_inactive. Empty when valid.
+   * wrong_audience, unknown_user, user_inactive, revoked. Empty when valid.
    *
    * @generated from field: string reason = 2;
    */
@@ -132,7 +258,7 @@ export type ValidateResponse = Message<"traitgate.identity.v1.ValidateResponse">
  * Use `create(ValidateResponseSchema)` to create a new message.
  */
 export const ValidateResponseSchema: GenMessage<ValidateResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 3);
+  messageDesc(file_traitgate_identity_v1_identity, 9);
 
 /**
  * @generated from message traitgate.identity.v1.GetJwksRequest
@@ -145,7 +271,7 @@ export type GetJwksRequest = Message<"traitgate.identity.v1.GetJwksRequest"> & {
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 4);
+  messageDesc(file_traitgate_identity_v1_identity, 10);
 
 /**
  * @generated from message traitgate.identity.v1.GetJwksResponse
@@ -162,7 +288,7 @@ export type GetJwksResponse = Message<"traitgate.identity.v1.GetJwksResponse"> &
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 5);
+  messageDesc(file_traitgate_identity_v1_identity, 11);
 
 /**
  * A public JSON Web Key (RFC 7517). Members a key type does not use are absent.
@@ -225,7 +351,7 @@ export type Jwk = Message<"traitgate.identity.v1.Jwk"> & {
  * Use `create(JwkSchema)` to create a new message.
  */
 export const JwkSchema: GenMessage<Jwk> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 6);
+  messageDesc(file_traitgate_identity_v1_identity, 12);
 
 /**
  * IdentityService authenticates users and validates the tokens it issues.
@@ -244,6 +370,39 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof LoginRequestSchema;
     output: typeof LoginResponseSchema;
+  },
+  /**
+   * Refresh exchanges a refresh token for a new access token and a new refresh
+   * token (rotation). A refresh token works once: presenting a used one again
+   * revokes its whole session (UNAUTHENTICATED, reason REFRESH_TOKEN_REUSED).
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.Refresh
+   */
+  refresh: {
+    methodKind: "unary";
+    input: typeof RefreshRequestSchema;
+    output: typeof RefreshResponseSchema;
+  },
+  /**
+   * Logout revokes the session of the calling access token: its refresh token
+   * and every access token of the session stop working.
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.Logout
+   */
+  logout: {
+    methodKind: "unary";
+    input: typeof LogoutRequestSchema;
+    output: typeof LogoutResponseSchema;
+  },
+  /**
+   * LogoutAll revokes every session of the calling user.
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.LogoutAll
+   */
+  logoutAll: {
+    methodKind: "unary";
+    input: typeof LogoutAllRequestSchema;
+    output: typeof LogoutAllResponseSchema;
   },
   /**
    * Validate reports whether the bearer token sent in the `authorization`

@@ -1,0 +1,129 @@
+import { createHash, randomBytes, randomUUID } from "node:crypto";
+import type { Database } from "../storage/index.js";
+
+/**
+ * Sessions and refresh tokens. A refresh token is shown to the client once
+ * and stored as its SHA-256; using it marks it used and issues the next one
+ * in the same session (rotation). Presenting a used token again means it was
+ * stolen or replayed, and the whole session is revoked.
+ */
+
+export interface SessionState {
+  id: string;
+  userId: string;
+  revoked: boolean;
+}
+
+export type RefreshOutcome =
+  | { kind: "rotated"; sessionId: string; userId: string; refreshToken: string }
+  | { kind: "unknown" | "expired" | "revoked" }
+  | { kind: "reused"; sessionId: string; userId: string };
+
+export interface SessionStore {
+  /** A new session with its first refresh token. */
+  create(
+    userId: string,
+    refreshTtlSeconds: number,
+  ): Promise<{ sessionId: string; refreshToken: string }>;
+  refresh(refreshToken: string, refreshTtlSeconds: number): Promise<RefreshOutcome>;
+  find(sessionId: string): Promise<SessionState | undefined>;
+  revoke(sessionId: string, reason: string): Promise<boolean>;
+  /** Revokes every open session of the user; returns their ids. */
+  revokeAll(userId: string, reason: string): Promise<string[]>;
+}
+
+export const hashRefreshToken = (token: string): string =>
+  createHash("sha256").update(token).digest("hex");
+
+const newRefreshToken = (): string => `rt_${randomBytes(32).toString("base64url")}`;
+
+interface TokenRow {
+  session_id: string;
+  user_id: string;
+  expired: boolean;
+  used: boolean;
+  revoked: boolean;
+}
+
+export function createSessionStore(db: Database): SessionStore {
+  return {
+    async create(userId, ttl) {
+      const sessionId = randomUUID();
+      const refreshToken = newRefreshToken();
+      await db.transaction(async (tx) => {
+        await tx.query("INSERT INTO sessions (id, user_id) VALUES ($1, $2)", [sessionId, userId]);
+        await tx.query(
+          `INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+           VALUES ($1, $2, now() + make_interval(secs => $3))`,
+          [hashRefreshToken(refreshToken), sessionId, ttl],
+        );
+      });
+      return { sessionId, refreshToken };
+    },
+
+    async refresh(refreshToken, ttl) {
+      return db.transaction(async (tx) => {
+        const { rows } = await tx.query<TokenRow>(
+          `SELECT t.session_id, s.user_id, t.expires_at <= now() AS expired,
+                  t.used_at IS NOT NULL AS used, s.revoked_at IS NOT NULL AS revoked
+             FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
+            WHERE t.token_hash = $1
+            FOR UPDATE OF t, s`,
+          [hashRefreshToken(refreshToken)],
+        );
+        const row = rows[0];
+        if (row === undefined) return { kind: "unknown" };
+        if (row.revoked) return { kind: "revoked" };
+        if (row.used) {
+          await tx.query(
+            "UPDATE sessions SET revoked_at = now(), revoked_reason = 'refresh_token_reused' WHERE id = $1",
+            [row.session_id],
+          );
+          return { kind: "reused", sessionId: row.session_id, userId: row.user_id };
+        }
+        if (row.expired) return { kind: "expired" };
+        await tx.query("UPDATE refresh_tokens SET used_at = now() WHERE token_hash = $1", [
+          hashRefreshToken(refreshToken),
+        ]);
+        const next = newRefreshToken();
+        await tx.query(
+          `INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+           VALUES ($1, $2, now() + make_interval(secs => $3))`,
+          [hashRefreshToken(next), row.session_id, ttl],
+        );
+        return {
+          kind: "rotated",
+          sessionId: row.session_id,
+          userId: row.user_id,
+          refreshToken: next,
+        };
+      });
+    },
+
+    async find(sessionId) {
+      const { rows } = await db.query<{ id: string; user_id: string; revoked: boolean }>(
+        "SELECT id, user_id, revoked_at IS NOT NULL AS revoked FROM sessions WHERE id = $1",
+        [sessionId],
+      );
+      const row = rows[0];
+      return row && { id: row.id, userId: row.user_id, revoked: row.revoked };
+    },
+
+    async revoke(sessionId, reason) {
+      const { rowCount } = await db.query(
+        "UPDATE sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL",
+        [sessionId, reason],
+      );
+      return rowCount > 0;
+    },
+
+    async revokeAll(userId, reason) {
+      const { rows } = await db.query<{ id: string }>(
+        `UPDATE sessions SET revoked_at = now(), revoked_reason = $2
+          WHERE user_id = $1 AND revoked_at IS NULL RETURNING id`,
+        [userId, reason],
+      );
+      return rows.map((r) => r.id);
+    },
+  };
+}
