@@ -1,3 +1,4 @@
+import { benchAudit } from "./audit.js";
 import { benchIdentity } from "./identity.js";
 
 /**
@@ -7,3 +8,5 @@ import { benchIdentity } from "./identity.js";
 const seconds = Number(process.env.BENCH_SECONDS ?? "3");
 console.log(`# Traitgate benchmarks (${new Date().toISOString()}, ${seconds} s per scenario)\n`);
 console.log(await benchIdentity(seconds));
+console.log();
+console.log(await benchAudit(seconds));

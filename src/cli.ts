@@ -2,6 +2,7 @@
 import { randomBytes } from "node:crypto";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
+import { createAuditWriter, runAuditVerifyCommand } from "./audit/index.js";
 import { type Config, ConfigError, loadConfig } from "./config.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
@@ -17,6 +18,8 @@ Commands:
   users create --username NAME [--email EMAIL] [--role ROLE ...]
                              Create a user. The password is read from the environment
                              variable TRAITGATE_PASSWORD or, if unset, from standard input.
+  audit verify               Check the audit log's hash chain; exit 1 naming the first broken
+                             event. (With the embedded database, stop the server first.)
   help                       Show this text.
 
 Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
@@ -121,19 +124,38 @@ async function usersCreate(args: string[]): Promise<void> {
   const db = await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log });
   try {
     await migrate(db, log);
-    const { identity } = await createIdentityModule({ db, jwt: config.jwt, log });
-    const user = await identity.createUser({
-      username: values.username,
-      email: values.email,
-      password,
-      roles: values.role,
-    });
-    process.stdout.write(
-      `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
-    );
+    const audit = createAuditWriter({ db, log });
+    try {
+      const { identity } = await createIdentityModule({ db, jwt: config.jwt, log, audit });
+      const user = await identity.createUser({
+        username: values.username,
+        email: values.email,
+        password,
+        roles: values.role,
+      });
+      process.stdout.write(
+        `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
+      );
+    } finally {
+      await audit.close();
+    }
   } finally {
     await db.close();
   }
+}
+
+async function auditVerify(): Promise<void> {
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const db = await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log });
+  let code: number;
+  try {
+    await migrate(db, log);
+    code = await runAuditVerifyCommand(db, process.stdout);
+  } finally {
+    await db.close();
+  }
+  process.exit(code);
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -143,6 +165,9 @@ async function main(argv: string[]): Promise<void> {
       return serve();
     case "demo":
       return demo();
+    case "audit":
+      if (sub === "verify") return auditVerify();
+      return fail(`unknown audit command "${sub ?? ""}"\n\n${usage}`);
     case "users":
       if (sub === "create") return usersCreate(rest);
       return fail(`unknown users command "${sub ?? ""}"\n\n${usage}`);

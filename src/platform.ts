@@ -1,3 +1,4 @@
+import { type AuditWriter, createAuditWriter } from "./audit/index.js";
 import type { Config } from "./config.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
@@ -10,6 +11,7 @@ import { type Database, migrate, openDatabase } from "./storage/index.js";
 
 export interface Core {
   server: RunningServer;
+  audit: AuditWriter;
   db: Database;
   identity: Identity;
   close(): Promise<void>;
@@ -33,8 +35,10 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
   try {
     const { applied } = await migrate(db, log);
     if (applied.length > 0) log.info({ applied }, "database migrated");
+    const audit = createAuditWriter({ db, log: log.child({ area: "audit" }) });
     const { identity, module: identityModule } = await createIdentityModule({
       db,
+      audit,
       jwt: config.jwt,
       log,
       ...(options.clock ? { clock: options.clock } : {}),
@@ -66,8 +70,10 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       server,
       db,
       identity,
+      audit,
       async close() {
         await server.close();
+        await audit.close();
         if (!options.db) await db.close();
       },
     };

@@ -1,40 +1,38 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PasswordHasher } from "./passwords.js";
 import type { SessionState, SessionStore } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
-import type { Clock, PublicJwk, TokenInvalidReason, TokenService } from "./tokens.js";
+import type { Clock, PublicJwk, TokenService } from "./tokens.js";
 import type { User, UserStore } from "./user-store.js";
+import { createTokenValidation, type UserState, type ValidateOutcome } from "./validation.js";
 
 /**
- * The identity domain: login, token validation, authentication of callers.
- * No transport types here; src/identity/service.ts adapts it to Connect.
+ * The identity domain: login, sessions, token validation, authentication of
+ * callers, and the audit trail of each. No transport types here;
+ * src/identity/service.ts adapts it to Connect.
  */
 
-export type InvalidReason = TokenInvalidReason | "unknown_user" | "user_inactive" | "revoked";
-
-export type ValidateOutcome =
-  | {
-      valid: true;
-      userId: string;
-      username: string;
-      roles: string[];
-      sessionId: string;
-      expiresAt: Date;
-    }
-  | { valid: false; reason: InvalidReason };
+export type { InvalidReason, ValidateOutcome } from "./validation.js";
 
 export interface AuthenticatedUser {
   userId: string;
   username: string;
-  roles: string[];
+  roles: readonly string[];
   sessionId: string;
 }
 
 /** Who is asking, for calls about the caller's own sessions. */
 export type Caller = Pick<AuthenticatedUser, "userId" | "sessionId">;
+
+/** Where a request came from, for throttling and the audit trail. */
+export interface RequestMeta {
+  clientAddress: string;
+  requestId: string;
+}
 
 /** What a successful login or refresh returns. */
 export interface IssuedTokens {
@@ -52,14 +50,13 @@ export interface NewUserInput {
 }
 
 export interface Identity {
-  /** `clientAddress` feeds the login throttle (src/identity/throttle.ts). */
-  login(username: string, password: string, clientAddress: string): Promise<IssuedTokens>;
+  login(username: string, password: string, meta: RequestMeta): Promise<IssuedTokens>;
   /** Rotates a refresh token; a reused one revokes its session. */
-  refresh(refreshToken: string): Promise<IssuedTokens>;
+  refresh(refreshToken: string, meta: RequestMeta): Promise<IssuedTokens>;
   /** Revokes the caller's session. */
-  logout(caller: Caller): Promise<void>;
+  logout(caller: Caller, meta: RequestMeta): Promise<void>;
   /** Revokes every session of the caller; returns how many were open. */
-  logoutAll(caller: Caller): Promise<number>;
+  logoutAll(caller: Caller, meta: RequestMeta): Promise<number>;
   /** Introspects the `authorization` header value; never throws for a bad token. */
   validate(authorization: string | null | undefined): Promise<ValidateOutcome>;
   /** Like validate, but throws `unauthenticated` (reason = the invalid reason, upper case). */
@@ -79,6 +76,8 @@ export interface IdentityDeps {
   log: Logger;
   throttle: LoginThrottle;
   sessions: SessionStore;
+  /** Identity events are committed to the audit log before the answer is sent. */
+  audit: Pick<AuditWriter, "write">;
   refreshTtlSeconds: number;
   /**
    * How long a user's active flag and roles, and a session's revocation, are
@@ -88,17 +87,7 @@ export interface IdentityDeps {
   stateCacheTtlMs?: number;
 }
 
-type UserState = Pick<User, "id" | "username" | "isActive" | "roles">;
-
 const usernamePattern = /^[A-Za-z0-9._@-]{3,128}$/;
-
-/** `Bearer <token>` → the token; undefined when absent; null when malformed. */
-function bearerToken(authorization: string | null | undefined): string | undefined | null {
-  if (authorization === undefined || authorization === null || authorization === "")
-    return undefined;
-  const match = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i.exec(authorization);
-  return match ? (match[1] ?? null) : null;
-}
 
 function checkPassword(password: string): void {
   if (password.length < 12) {
@@ -112,7 +101,7 @@ const badCredentials = (): DomainError =>
   unauthenticated("INVALID_CREDENTIALS", "invalid username or password");
 
 export function createIdentity(deps: IdentityDeps): Identity {
-  const { users, passwords, tokens, clock, log, throttle, sessions } = deps;
+  const { users, passwords, tokens, clock, log, throttle, sessions, audit } = deps;
   const cacheOptions = { ttlMs: deps.stateCacheTtlMs ?? 1000, clock };
   const userStates = createStateCache<UserState | null>(async (id) => {
     const u = await users.findById(id);
@@ -124,7 +113,12 @@ export function createIdentity(deps: IdentityDeps): Identity {
   );
 
   async function issueFor(user: UserState, sessionId: string, refreshToken: string) {
-    const access = await tokens.issue({ ...user, sessionId });
+    const access = await tokens.issue({
+      id: user.id,
+      username: user.username,
+      roles: user.roles,
+      sessionId,
+    });
     return {
       token: access.token,
       expiresIn: access.expiresIn,
@@ -133,40 +127,26 @@ export function createIdentity(deps: IdentityDeps): Identity {
     };
   }
 
-  async function validate(authorization: string | null | undefined): Promise<ValidateOutcome> {
-    const token = bearerToken(authorization);
-    if (token === undefined) return { valid: false, reason: "missing" };
-    if (token === null) return { valid: false, reason: "malformed" };
-    const result = await tokens.verify(token);
-    if (!result.ok) return { valid: false, reason: result.reason };
-    const { userId, sessionId } = result.claims;
-    const [state, session] = await Promise.all([
-      userStates.get(userId),
-      sessionStates.get(sessionId),
-    ]);
-    if (state === null) return { valid: false, reason: "unknown_user" };
-    if (!state.isActive) return { valid: false, reason: "user_inactive" };
-    if (session === null || session.revoked || session.userId !== userId) {
-      return { valid: false, reason: "revoked" };
-    }
-    return {
-      valid: true,
-      sessionId,
-      userId: state.id,
-      username: state.username,
-      roles: state.roles,
-      expiresAt: new Date(result.claims.exp * 1000),
-    };
-  }
+  const validate = createTokenValidation({ tokens, userStates, sessionStates });
+
+  /** An identity event, committed before the caller gets an answer (fail closed). */
+  const record = (meta: RequestMeta, event: Omit<AuditEventInput, "requestId">) =>
+    audit.write({ ...event, requestId: meta.requestId });
 
   return {
     jwks: tokens.jwks,
     validate,
 
-    async login(username, password, clientAddress) {
+    async login(username, password, meta) {
+      const { clientAddress } = meta;
       const decision = throttle.check(username, clientAddress);
       if (decision.kind === "refuse") {
-        log.info({ event: "login_throttled" }, "login refused by throttling");
+        await record(meta, {
+          actorType: "anonymous",
+          action: "login",
+          outcome: "denied",
+          details: { cause: "throttled", client_address: clientAddress },
+        });
         throw new DomainError(
           "resource_exhausted",
           "TOO_MANY_ATTEMPTS",
@@ -176,29 +156,41 @@ export function createIdentity(deps: IdentityDeps): Identity {
       }
       if (decision.delayMs > 0) await sleep(decision.delayMs);
       const user = await users.findByUsername(username);
-      if (user === undefined) {
-        await passwords.verifyDummy(password);
+      const passwordOk = user
+        ? await passwords.verify(user.passwordHash, password)
+        : await passwords.verifyDummy(password).then(() => false);
+      if (user === undefined || !passwordOk || !user.isActive) {
         throttle.recordFailure(username, clientAddress);
-        log.info({ event: "login_failed", cause: "unknown_user" }, "login failed");
-        throw badCredentials();
-      }
-      const passwordOk = await passwords.verify(user.passwordHash, password);
-      if (!passwordOk || !user.isActive) {
-        throttle.recordFailure(username, clientAddress);
-        const cause = passwordOk ? "user_inactive" : "wrong_password";
-        log.info({ event: "login_failed", cause, user_id: user.id }, "login failed");
+        const cause = !user ? "unknown_user" : passwordOk ? "user_inactive" : "wrong_password";
+        log.info({ event: "login_failed", cause, user_id: user?.id }, "login failed");
+        await record(meta, {
+          actorType: user ? "user" : "anonymous",
+          actorId: user?.id ?? null,
+          action: "login",
+          target: user ? `user:${user.id}` : null,
+          outcome: "failure",
+          details: { cause, client_address: clientAddress },
+        });
         throw badCredentials();
       }
       throttle.recordSuccess(username, clientAddress);
       const session = await sessions.create(user.id, deps.refreshTtlSeconds);
+      await record(meta, {
+        actorType: "user",
+        actorId: user.id,
+        action: "login",
+        target: `session:${session.sessionId}`,
+        outcome: "success",
+        details: { client_address: clientAddress },
+      });
       log.info(
         { event: "login_succeeded", user_id: user.id, session_id: session.sessionId },
-        "login succeeded",
+        "login",
       );
       return issueFor(user, session.sessionId, session.refreshToken);
     },
 
-    async refresh(refreshToken) {
+    async refresh(refreshToken, meta) {
       const outcome = await sessions.refresh(refreshToken, deps.refreshTtlSeconds);
       if (outcome.kind === "reused") {
         sessionStates.forget(outcome.sessionId);
@@ -206,6 +198,14 @@ export function createIdentity(deps: IdentityDeps): Identity {
           { event: "refresh_token_reused", user_id: outcome.userId, session_id: outcome.sessionId },
           "a used refresh token was presented again: session revoked",
         );
+        await record(meta, {
+          actorType: "user",
+          actorId: outcome.userId,
+          action: "refresh",
+          target: `session:${outcome.sessionId}`,
+          outcome: "denied",
+          details: { cause: "refresh_token_reused", session_revoked: true },
+        });
         throw unauthenticated(
           "REFRESH_TOKEN_REUSED",
           "refresh token was already used; session revoked",
@@ -223,16 +223,29 @@ export function createIdentity(deps: IdentityDeps): Identity {
       return issueFor(user, outcome.sessionId, outcome.refreshToken);
     },
 
-    async logout(caller) {
+    async logout(caller, meta) {
       await sessions.revoke(caller.sessionId, "logout");
       sessionStates.forget(caller.sessionId);
-      log.info({ event: "logout", user_id: caller.userId, session_id: caller.sessionId }, "logout");
+      await record(meta, {
+        actorType: "user",
+        actorId: caller.userId,
+        action: "logout",
+        target: `session:${caller.sessionId}`,
+        outcome: "success",
+      });
     },
 
-    async logoutAll(caller) {
+    async logoutAll(caller, meta) {
       const revoked = await sessions.revokeAll(caller.userId, "logout_all");
       for (const id of revoked) sessionStates.forget(id);
-      log.info({ event: "logout_all", user_id: caller.userId, sessions: revoked.length }, "logout");
+      await record(meta, {
+        actorType: "user",
+        actorId: caller.userId,
+        action: "logout_all",
+        target: `user:${caller.userId}`,
+        outcome: "success",
+        details: { sessions_revoked: revoked.length },
+      });
       return revoked.length;
     },
 

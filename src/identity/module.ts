@@ -1,3 +1,4 @@
+import type { AuditWriter } from "../audit/index.js";
 import type { JwtConfig } from "../config.js";
 import type { Logger } from "../log.js";
 import type { ServiceModule } from "../server/app.js";
@@ -15,6 +16,7 @@ export interface IdentityModuleDeps {
   db: Database;
   jwt: JwtConfig;
   log: Logger;
+  audit: Pick<AuditWriter, "write">;
   clock?: Clock;
   throttlePolicy?: ThrottlePolicy;
 }
@@ -41,6 +43,7 @@ export async function createIdentityModule(
     log: deps.log.child({ area: "identity" }),
     throttle: createLoginThrottle(clock, deps.throttlePolicy),
     sessions: createSessionStore(deps.db),
+    audit: deps.audit,
     refreshTtlSeconds: deps.jwt.refreshTtlSeconds,
   });
   const service = createIdentityService(identity);

@@ -2,25 +2,24 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
 import { unauthenticated } from "../errors.js";
-import { clientAddressKey, type Principal, principalKey } from "../server/context.js";
-import type { Identity, IssuedTokens } from "./identity.js";
+import { clientAddressKey, type Principal, principalKey, requestIdKey } from "../server/context.js";
+import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 
 /** Thin Connect handlers: parse → call the domain → map the result. */
 export function createIdentityService(identity: Identity): ServiceImpl<typeof IdentityService> {
   return {
     async login(req, ctx) {
-      const client = ctx.values.get(clientAddressKey);
-      return tokensReply(await identity.login(req.username, req.password, client));
+      return tokensReply(await identity.login(req.username, req.password, meta(ctx)));
     },
-    async refresh(req) {
-      return tokensReply(await identity.refresh(req.refreshToken));
+    async refresh(req, ctx) {
+      return tokensReply(await identity.refresh(req.refreshToken, meta(ctx)));
     },
     async logout(_req, ctx) {
-      await identity.logout(caller(ctx));
+      await identity.logout(caller(ctx), meta(ctx));
       return {};
     },
     async logoutAll(_req, ctx) {
-      return { sessionsRevoked: await identity.logoutAll(caller(ctx)) };
+      return { sessionsRevoked: await identity.logoutAll(caller(ctx), meta(ctx)) };
     },
     async validate(_req, ctx) {
       const outcome = await identity.validate(ctx.requestHeader.get("authorization"));
@@ -46,6 +45,13 @@ function tokensReply(issued: IssuedTokens) {
     expiresIn: issued.expiresIn,
     refreshToken: issued.refreshToken,
     refreshExpiresIn: issued.refreshExpiresIn,
+  };
+}
+
+function meta(ctx: HandlerContext): RequestMeta {
+  return {
+    clientAddress: ctx.values.get(clientAddressKey),
+    requestId: ctx.values.get(requestIdKey),
   };
 }
 

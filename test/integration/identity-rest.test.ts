@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { verifyAuditChain } from "../../src/audit/index.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 const password = "correct horse battery staple";
@@ -176,5 +177,19 @@ describe("login and validate over REST", () => {
       expect(text).not.toContain(secret);
     }
     expect(text.toLowerCase()).not.toContain("bearer");
+  });
+
+  it("commits every login to the audit log, whose chain verifies", async () => {
+    const { rows } = await server.core.db.query<{ outcome: string; details: { cause?: string } }>(
+      "SELECT outcome, details FROM audit_events WHERE action = 'login' ORDER BY seq",
+    );
+    expect(rows.some((r) => r.outcome === "success")).toBe(true);
+    expect(rows.some((r) => r.outcome === "failure" && r.details.cause === "wrong_password")).toBe(
+      true,
+    );
+    expect(rows.some((r) => r.outcome === "failure" && r.details.cause === "user_inactive")).toBe(
+      true,
+    );
+    expect(await verifyAuditChain(server.core.db)).toMatchObject({ ok: true });
   });
 });

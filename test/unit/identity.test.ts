@@ -1,4 +1,5 @@
 import { describe, expect, it, vi } from "vitest";
+import type { AuditEventInput } from "../../src/audit/index.js";
 import { DomainError } from "../../src/errors.js";
 import { createIdentity } from "../../src/identity/identity.js";
 import type { PasswordHasher } from "../../src/identity/passwords.js";
@@ -18,6 +19,23 @@ const jwt = {
   ttlSeconds: 900,
   refreshTtlSeconds: 3600,
 };
+
+const meta = { clientAddress: "127.0.0.1", requestId: "r1" };
+
+/** Audit events in memory; `failing` makes every write reject, as a down database would. */
+function memoryAudit() {
+  const a = {
+    events: [] as AuditEventInput[],
+    failing: false,
+    async write(event: AuditEventInput) {
+      if (a.failing)
+        throw new DomainError("unavailable", "AUDIT_UNAVAILABLE", "audit log unavailable");
+      a.events.push(event);
+      return { id: crypto.randomUUID(), seq: String(a.events.length), hash: "h" };
+    },
+  };
+  return a;
+}
 
 /** Sessions in memory, with the store's rotation and reuse semantics. */
 function memorySessions(): SessionStore {
@@ -132,6 +150,7 @@ async function setup(now = () => Date.now()) {
   const clock = { now };
   const throttle = createLoginThrottle(clock);
   const sessions = memorySessions();
+  const audit = memoryAudit();
   const identity = createIdentity({
     users,
     passwords,
@@ -140,15 +159,16 @@ async function setup(now = () => Date.now()) {
     log: silentLogger,
     throttle,
     sessions,
+    audit,
     refreshTtlSeconds: 3600,
   });
-  return { identity, users, passwords, sessions };
+  return { identity, users, passwords, sessions, audit };
 }
 
 describe("identity domain", () => {
   it("hashes a dummy password for unknown users, so timing does not reveal them", async () => {
     const { identity, passwords } = await setup();
-    await expect(identity.login("ghost", "some-password", "127.0.0.1")).rejects.toMatchObject({
+    await expect(identity.login("ghost", "some-password", meta)).rejects.toMatchObject({
       kind: "unauthenticated",
       reason: "INVALID_CREDENTIALS",
     });
@@ -164,9 +184,7 @@ describe("identity domain", () => {
       roles: [],
     });
     await identity.setActive(u.id, false);
-    const err = await identity
-      .login("ivy", "ivys-long-password", "127.0.0.1")
-      .catch((e: unknown) => e);
+    const err = await identity.login("ivy", "ivys-long-password", meta).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(DomainError);
     expect(err).toMatchObject({
       reason: "INVALID_CREDENTIALS",
@@ -183,7 +201,7 @@ describe("identity domain", () => {
       password: "jos-long-password",
       roles: ["viewer"],
     });
-    const { token } = await identity.login("joe", "jos-long-password", "127.0.0.1");
+    const { token } = await identity.login("joe", "jos-long-password", meta);
     const auth = `Bearer ${token}`;
     expect(await identity.validate(auth)).toMatchObject({ valid: true, roles: ["viewer"] });
     const reads = users.reads;
@@ -202,7 +220,7 @@ describe("identity domain", () => {
       password: "kims-long-password",
       roles: [],
     });
-    const { token } = await identity.login("kim", "kims-long-password", "127.0.0.1");
+    const { token } = await identity.login("kim", "kims-long-password", meta);
     const spy = vi.spyOn(users, "findById");
     await Promise.all(Array.from({ length: 20 }, () => identity.validate(`Bearer ${token}`)));
     expect(spy).toHaveBeenCalledTimes(1);
@@ -237,14 +255,76 @@ describe("identity domain", () => {
   it("refuses with TOO_MANY_ATTEMPTS and a retry time once an address keeps failing, and records failures of unknown users too", async () => {
     const { identity } = await setup();
     for (let i = 0; i < 3; i++) {
-      await expect(identity.login("ghost", "wrong-password", "10.9.9.9")).rejects.toMatchObject({
+      await expect(
+        identity.login("ghost", "wrong-password", { clientAddress: "10.9.9.9", requestId: "r2" }),
+      ).rejects.toMatchObject({
         reason: "INVALID_CREDENTIALS",
       });
     }
     const err = await identity
-      .login("ghost", "wrong-password", "10.9.9.9")
+      .login("ghost", "wrong-password", { clientAddress: "10.9.9.9", requestId: "r2" })
       .catch((e: unknown) => e);
     expect(err).toMatchObject({ kind: "resource_exhausted", reason: "TOO_MANY_ATTEMPTS" });
     expect((err as DomainError).retryAfterSeconds).toBeGreaterThan(0);
+  });
+
+  it("records logins in the audit log with the true cause, and the request id", async () => {
+    const { identity, audit } = await setup();
+    await identity.createUser({
+      username: "lee",
+      email: "",
+      password: "lees-long-password",
+      roles: [],
+    });
+    await identity.login("lee", "lees-long-password", meta);
+    await identity.login("lee", "wrong-password!", meta).catch(() => undefined);
+    await identity.login("nobody", "wrong-password!", meta).catch(() => undefined);
+    expect(audit.events.map((e) => [e.action, e.outcome, e.details?.cause])).toEqual([
+      ["login", "success", undefined],
+      ["login", "failure", "wrong_password"],
+      ["login", "failure", "unknown_user"],
+    ]);
+    expect(audit.events.every((e) => e.requestId === "r1")).toBe(true);
+    expect(JSON.stringify(audit.events)).not.toContain("lees-long-password");
+  });
+
+  it("fails closed: no token when the audit log cannot be written", async () => {
+    const { identity, audit } = await setup();
+    await identity.createUser({
+      username: "max",
+      email: "",
+      password: "maxs-long-password",
+      roles: [],
+    });
+    audit.failing = true;
+    await expect(identity.login("max", "maxs-long-password", meta)).rejects.toMatchObject({
+      kind: "unavailable",
+    });
+  });
+
+  it("audits refresh token reuse, logout and logout-all", async () => {
+    const { identity, audit } = await setup();
+    await identity.createUser({
+      username: "ned",
+      email: "",
+      password: "neds-long-password",
+      roles: [],
+    });
+    const first = await identity.login("ned", "neds-long-password", meta);
+    await identity.refresh(first.refreshToken, meta);
+    await expect(identity.refresh(first.refreshToken, meta)).rejects.toMatchObject({
+      reason: "REFRESH_TOKEN_REUSED",
+    });
+    const again = await identity.login("ned", "neds-long-password", meta);
+    const caller = await identity.authenticate(`Bearer ${again.token}`);
+    await identity.logout(caller, meta);
+    await identity.logoutAll(caller, meta);
+    expect(audit.events.map((e) => `${e.action}:${e.outcome}`)).toEqual([
+      "login:success",
+      "refresh:denied",
+      "login:success",
+      "logout:success",
+      "logout_all:success",
+    ]);
   });
 });

@@ -1,0 +1,63 @@
+import type { SessionState } from "./session-store.js";
+import type { StateCache } from "./state-cache.js";
+import type { TokenInvalidReason, TokenService } from "./tokens.js";
+import type { User } from "./user-store.js";
+
+/** Validation of access tokens: signature and claims, then the user and the session. */
+
+export type InvalidReason = TokenInvalidReason | "unknown_user" | "user_inactive" | "revoked";
+
+export type ValidateOutcome =
+  | {
+      valid: true;
+      userId: string;
+      username: string;
+      roles: string[];
+      sessionId: string;
+      expiresAt: Date;
+    }
+  | { valid: false; reason: InvalidReason };
+
+export type UserState = Pick<User, "id" | "username" | "isActive" | "roles">;
+
+/** `Bearer <token>` → the token; undefined when absent; null when malformed. */
+export function bearerToken(authorization: string | null | undefined): string | undefined | null {
+  if (authorization === undefined || authorization === null || authorization === "") {
+    return undefined;
+  }
+  const match = /^Bearer[ \t]+([A-Za-z0-9\-_.~+/]+=*)[ \t]*$/i.exec(authorization);
+  return match ? (match[1] ?? null) : null;
+}
+
+export function createTokenValidation(deps: {
+  tokens: TokenService;
+  userStates: StateCache<UserState | null>;
+  sessionStates: StateCache<SessionState | null>;
+}): (authorization: string | null | undefined) => Promise<ValidateOutcome> {
+  const { tokens, userStates, sessionStates } = deps;
+  return async (authorization) => {
+    const token = bearerToken(authorization);
+    if (token === undefined) return { valid: false, reason: "missing" };
+    if (token === null) return { valid: false, reason: "malformed" };
+    const result = await tokens.verify(token);
+    if (!result.ok) return { valid: false, reason: result.reason };
+    const { userId, sessionId } = result.claims;
+    const [user, session] = await Promise.all([
+      userStates.get(userId),
+      sessionStates.get(sessionId),
+    ]);
+    if (user === null) return { valid: false, reason: "unknown_user" };
+    if (!user.isActive) return { valid: false, reason: "user_inactive" };
+    if (session === null || session.revoked || session.userId !== userId) {
+      return { valid: false, reason: "revoked" };
+    }
+    return {
+      valid: true,
+      userId: user.id,
+      username: user.username,
+      roles: user.roles,
+      sessionId,
+      expiresAt: new Date(result.claims.exp * 1000),
+    };
+  };
+}
