@@ -1,12 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
-import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
+import { DomainError, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PasswordHasher } from "./passwords.js";
 import type { SessionState, SessionStore } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
+import { createUserManagement, type NewUserInput } from "./user-management.js";
 import type { User, UserStore } from "./user-store.js";
 import { createTokenValidation, type UserState, type ValidateOutcome } from "./validation.js";
 
@@ -16,6 +17,7 @@ import { createTokenValidation, type UserState, type ValidateOutcome } from "./v
  * src/identity/service.ts adapts it to Connect.
  */
 
+export type { NewUserInput } from "./user-management.js";
 export type { InvalidReason, ValidateOutcome } from "./validation.js";
 
 export interface AuthenticatedUser {
@@ -40,13 +42,6 @@ export interface IssuedTokens {
   expiresIn: number;
   refreshToken: string;
   refreshExpiresIn: number;
-}
-
-export interface NewUserInput {
-  username: string;
-  email: string;
-  password: string;
-  roles: readonly string[];
 }
 
 export interface Identity {
@@ -85,16 +80,6 @@ export interface IdentityDeps {
    * Changes made through this process apply at once.
    */
   stateCacheTtlMs?: number;
-}
-
-const usernamePattern = /^[A-Za-z0-9._@-]{3,128}$/;
-
-function checkPassword(password: string): void {
-  if (password.length < 12) {
-    throw invalidArgument("PASSWORD_TOO_SHORT", "password must be at least 12 characters", {
-      field: "password",
-    });
-  }
 }
 
 const badCredentials = (): DomainError =>
@@ -265,38 +250,6 @@ export function createIdentity(deps: IdentityDeps): Identity {
       };
     },
 
-    async createUser(input) {
-      if (!usernamePattern.test(input.username)) {
-        throw invalidArgument(
-          "INVALID_USERNAME",
-          "username must be 3–128 letters, digits or . _ @ -",
-          {
-            field: "username",
-          },
-        );
-      }
-      checkPassword(input.password);
-      const passwordHash = await passwords.hash(input.password);
-      const { passwordHash: _hidden, ...user } = await users.create({
-        username: input.username,
-        email: input.email,
-        passwordHash,
-        roles: input.roles,
-      });
-      return user;
-    },
-
-    async setPassword(username, password) {
-      checkPassword(password);
-      const user = await users.findByUsername(username);
-      if (user === undefined) return false;
-      return users.setPasswordHash(user.id, await passwords.hash(password));
-    },
-
-    async setActive(userId, isActive) {
-      const changed = await users.setActive(userId, isActive);
-      userStates.forget(userId);
-      return changed;
-    },
+    ...createUserManagement({ users, passwords, forget: (id) => userStates.forget(id) }),
   };
 }
