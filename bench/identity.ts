@@ -24,6 +24,7 @@ async function startServer(): Promise<{ url: string; child: ChildProcess; dir: s
     ...process.env,
     DATA_DIR: dir,
     JWT_SECRET: randomBytes(32).toString("base64url"),
+    DATA_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
     PORT: "0",
     HOST: "127.0.0.1",
     LOG_LEVEL: "info",

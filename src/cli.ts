@@ -1,9 +1,12 @@
 #!/usr/bin/env node
 import { randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
 import { createAuditWriter, runAuditVerifyCommand } from "./audit/index.js";
-import { type Config, ConfigError, loadConfig } from "./config.js";
+import { type Config, ConfigError, embeddedDatabaseDir, loadConfig } from "./config.js";
+import { generateDataKey } from "./crypto/secret-box.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { type Core, startCore } from "./platform.js";
@@ -24,8 +27,8 @@ Commands:
 
 Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
 JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
-TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, MFA_REQUIRED, TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY,
-MAX_BODY_BYTES. See README.md.`;
+TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, MFA_REQUIRED, TLS_CERT_FILE, TLS_KEY_FILE,
+DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS, MAX_BODY_BYTES. See README.md.`;
 
 function fail(message: string): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -66,8 +69,24 @@ async function serve(): Promise<void> {
   stopOnSignals(core, log);
 }
 
+/**
+ * Demo mode keeps a generated data encryption key in DATA_DIR (mode 0600), so
+ * secrets sealed in one run open in the next; the embedded database persists too.
+ */
+function ensureDemoDataKey(): string | undefined {
+  if (process.env.DATA_ENCRYPTION_KEY) return undefined;
+  const dataDir = process.env.DATA_DIR?.trim() || "./data";
+  const file = join(dataDir, "demo-encryption.key");
+  mkdirSync(dataDir, { recursive: true });
+  if (!existsSync(file)) writeFileSync(file, `${generateDataKey()}\n`, { mode: 0o600 });
+  process.env.DATA_ENCRYPTION_KEY = readFileSync(file, "utf8").trim();
+  return `DATA_ENCRYPTION_KEY was not set: the demo key in ${file} is used (generated on first run)`;
+}
+
 async function demo(): Promise<void> {
+  const keyNote = ensureDemoDataKey();
   const { config, generated } = configOrExit(true);
+  if (keyNote) generated.push(keyNote);
   const log = createLogger({ level: config.logLevel });
   const core = await startCore({ config, log });
   stopOnSignals(core, log);
@@ -121,7 +140,11 @@ async function usersCreate(args: string[]): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: "warn", destination: process.stderr });
   const password = await readPassword();
-  const db = await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
   try {
     await migrate(db, log);
     const audit = createAuditWriter({ db, log });
@@ -147,7 +170,11 @@ async function usersCreate(args: string[]): Promise<void> {
 async function auditVerify(): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
   let code: number;
   try {
     await migrate(db, log);

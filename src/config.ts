@@ -1,4 +1,6 @@
 import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { type DataKeys, parseDataKeys } from "./crypto/secret-box.js";
 import type { LogLevel } from "./log.js";
 
 /**
@@ -34,7 +36,8 @@ export interface Config {
   tls: { certFile: string; keyFile: string } | undefined;
   jwt: JwtConfig;
   mfaRequired: boolean;
-  dataEncryptionKey: string | undefined;
+  /** Keys for secrets at rest (docs/encryption.md). */
+  dataKeys: DataKeys;
   /** Largest request body accepted on any protocol. */
   maxBodyBytes: number;
 }
@@ -118,6 +121,10 @@ function boolVar(env: NodeJS.ProcessEnv, name: string, problems: string[]): bool
 }
 
 /** Reads and validates the configuration; throws ConfigError listing every problem. */
+/** Where the embedded database keeps its files: a folder of DATA_DIR. */
+export const embeddedDatabaseDir = (config: Pick<Config, "dataDir">): string =>
+  join(config.dataDir, "pglite");
+
 export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): LoadedConfig {
   const problems: string[] = [];
   const generated: string[] = [];
@@ -171,12 +178,21 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     problems.push("TLS_CERT_FILE and TLS_KEY_FILE must be set together");
   }
 
-  const dataEncryptionKey = env.DATA_ENCRYPTION_KEY?.trim() || undefined;
-  if (dataEncryptionKey !== undefined && Buffer.from(dataEncryptionKey, "base64").length !== 32) {
-    problems.push("DATA_ENCRYPTION_KEY must be 32 bytes, base64-encoded");
+  let dataKeys: DataKeys | undefined;
+  const dataKey = env.DATA_ENCRYPTION_KEY?.trim() || undefined;
+  if (dataKey === undefined) {
+    problems.push(
+      "DATA_ENCRYPTION_KEY is required (32 random bytes, base64: openssl rand -base64 32)",
+    );
+  } else {
+    try {
+      dataKeys = parseDataKeys(dataKey, env.DATA_ENCRYPTION_KEY_PREVIOUS);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
   }
 
-  const config: Config = {
+  const config: Omit<Config, "dataKeys"> = {
     port: intVar(env, "PORT", 8080, 0, 65535, problems),
     host: env.HOST?.trim() || "0.0.0.0",
     dataDir: env.DATA_DIR?.trim() || "./data",
@@ -201,9 +217,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
       ),
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
-    dataEncryptionKey,
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
   };
-  if (problems.length > 0) throw new ConfigError(problems);
-  return { config, generated };
+  if (problems.length > 0 || dataKeys === undefined) throw new ConfigError(problems);
+  return { config: { ...config, dataKeys }, generated };
 }

@@ -1,5 +1,5 @@
 import { type AuditWriter, createAuditWriter } from "./audit/index.js";
-import type { Config } from "./config.js";
+import { type Config, embeddedDatabaseDir } from "./config.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
@@ -31,7 +31,11 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
   const { config, log } = options;
   const db =
     options.db ??
-    (await openDatabase({ connection: config.dbConnection, dataDir: config.dataDir, log }));
+    (await openDatabase({
+      connection: config.dbConnection,
+      dataDir: embeddedDatabaseDir(config),
+      log,
+    }));
   try {
     const { applied } = await migrate(db, log);
     if (applied.length > 0) log.info({ applied }, "database migrated");

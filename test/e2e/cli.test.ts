@@ -95,6 +95,7 @@ describe("traitgate demo", () => {
       /password: \S+\n[\s\S]*Try:/,
     );
     expect(output).toContain("JWT_SECRET was not set");
+    expect(output).toContain("DATA_ENCRYPTION_KEY was not set");
     const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
     const password = /password: (\S+)/.exec(output)?.[1] ?? "";
     // Printed to the console for the operator, never as a log line.
@@ -125,10 +126,11 @@ describe("traitgate serve", () => {
 
 describe("traitgate users create", () => {
   const secret = "cli-test-secret-0123456789-abcdefghijkl";
+  const dataKey = Buffer.alloc(32, 3).toString("base64");
 
   it("creates a user with a password from the environment or stdin, who can then log in", async () => {
     const dir = tempDir();
-    const env = { ...baseEnv(dir), JWT_SECRET: secret };
+    const env = { ...baseEnv(dir), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
     const fromEnv = await run(["users", "create", "--username", "nurse", "--role", "clinician"], {
       ...env,
       TRAITGATE_PASSWORD: "nurse-password-long",
@@ -160,7 +162,7 @@ describe("traitgate users create", () => {
   });
 
   it("never takes a password on the command line", async () => {
-    const env = { ...baseEnv(tempDir()), JWT_SECRET: secret };
+    const env = { ...baseEnv(tempDir()), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
     const result = await run(
       ["users", "create", "--username", "eve", "--password", "on-the-command-line"],
       env,

@@ -6,6 +6,8 @@ import { type Core, startCore } from "../../src/platform.js";
 import { openTestDatabase } from "./database.js";
 
 export const testSecret = "tEst-Secret-0123456789-abcdefghijklmnop";
+/** 32 bytes, base64: the data encryption key of test servers. */
+export const testDataKey = Buffer.alloc(32, 7).toString("base64");
 
 export interface TestServer {
   core: Core;
@@ -24,6 +26,7 @@ export async function startTestServer(
 ): Promise<TestServer> {
   const { config } = loadConfig({
     JWT_SECRET: testSecret,
+    DATA_ENCRYPTION_KEY: testDataKey,
     PORT: "0",
     HOST: "127.0.0.1",
     LOG_LEVEL: "debug",

@@ -1,7 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig } from "../../src/config.js";
 
-const good = { JWT_SECRET: "k3Jd9s0Qm1Zx8Vb7Nc6Lp5Ow4Ie3Ru2Ty1" };
+const good = {
+  JWT_SECRET: "k3Jd9s0Qm1Zx8Vb7Nc6Lp5Ow4Ie3Ru2Ty1",
+  DATA_ENCRYPTION_KEY: Buffer.alloc(32, 1).toString("base64"),
+};
 
 function problemsOf(env: NodeJS.ProcessEnv): readonly string[] {
   try {
@@ -59,12 +62,26 @@ describe("configuration", () => {
     }
   });
 
+  it("requires a data encryption key of 32 bytes, naming the variable", () => {
+    expect(problemsOf({ JWT_SECRET: good.JWT_SECRET }).join()).toContain("DATA_ENCRYPTION_KEY");
+    expect(problemsOf({ ...good, DATA_ENCRYPTION_KEY: "c2hvcnQ=" }).join()).toContain(
+      "DATA_ENCRYPTION_KEY",
+    );
+    expect(problemsOf({ ...good, DATA_ENCRYPTION_KEY_PREVIOUS: "c2hvcnQ=" }).join()).toContain(
+      "DATA_ENCRYPTION_KEY_PREVIOUS",
+    );
+    expect(loadConfig(good).config.dataKeys.current.id).toMatch(/^[A-Za-z0-9_-]{11}$/);
+  });
+
   it("requires a private key for asymmetric algorithms", () => {
     expect(problemsOf({ JWT_ALGORITHM: "RS256" }).join()).toContain("JWT_PRIVATE_KEY");
   });
 
   it("generates a missing secret in demo mode and says so without printing it", () => {
-    const { config, generated } = loadConfig({}, { demo: true });
+    const { config, generated } = loadConfig(
+      { DATA_ENCRYPTION_KEY: good.DATA_ENCRYPTION_KEY },
+      { demo: true },
+    );
     expect(config.jwt.secret?.length).toBeGreaterThanOrEqual(32);
     expect(generated.join()).toContain("JWT_SECRET");
     expect(generated.join()).not.toContain(config.jwt.secret);
