@@ -149,7 +149,13 @@ async function usersCreate(args: string[]): Promise<void> {
     await migrate(db, log);
     const audit = createAuditWriter({ db, log });
     try {
-      const { identity } = await createIdentityModule({ db, jwt: config.jwt, log, audit });
+      const { identity } = await createIdentityModule({
+        db,
+        jwt: config.jwt,
+        log,
+        audit,
+        dataKeys: config.dataKeys,
+      });
       const user = await identity.createUser({
         username: values.username,
         email: values.email,

@@ -43,6 +43,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     const { identity, module: identityModule } = await createIdentityModule({
       db,
       audit,
+      dataKeys: config.dataKeys,
       jwt: config.jwt,
       log,
       ...(options.clock ? { clock: options.clock } : {}),

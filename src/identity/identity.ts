@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { Mfa } from "./mfa.js";
 import type { PasswordHasher } from "./passwords.js";
 import type { SessionState, SessionStore } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
@@ -45,7 +46,14 @@ export interface IssuedTokens {
 }
 
 export interface Identity {
-  login(username: string, password: string, meta: RequestMeta): Promise<IssuedTokens>;
+  /** `totpCode`: for users with MFA on, a current TOTP code or a recovery code. */
+  login(
+    username: string,
+    password: string,
+    meta: RequestMeta,
+    totpCode?: string,
+  ): Promise<IssuedTokens>;
+  readonly mfa: Pick<Mfa, "enroll" | "activate" | "disable">;
   /** Rotates a refresh token; a reused one revokes its session. */
   refresh(refreshToken: string, meta: RequestMeta): Promise<IssuedTokens>;
   /** Revokes the caller's session. */
@@ -71,6 +79,7 @@ export interface IdentityDeps {
   log: Logger;
   throttle: LoginThrottle;
   sessions: SessionStore;
+  mfa: Mfa;
   /** Identity events are committed to the audit log before the answer is sent. */
   audit: Pick<AuditWriter, "write">;
   refreshTtlSeconds: number;
@@ -86,7 +95,7 @@ const badCredentials = (): DomainError =>
   unauthenticated("INVALID_CREDENTIALS", "invalid username or password");
 
 export function createIdentity(deps: IdentityDeps): Identity {
-  const { users, passwords, tokens, clock, log, throttle, sessions, audit } = deps;
+  const { users, passwords, tokens, clock, log, throttle, sessions, audit, mfa } = deps;
   const cacheOptions = { ttlMs: deps.stateCacheTtlMs ?? 1000, clock };
   const userStates = createStateCache<UserState | null>(async (id) => {
     const u = await users.findById(id);
@@ -122,7 +131,9 @@ export function createIdentity(deps: IdentityDeps): Identity {
     jwks: tokens.jwks,
     validate,
 
-    async login(username, password, meta) {
+    mfa,
+
+    async login(username, password, meta, totpCode) {
       const { clientAddress } = meta;
       const decision = throttle.check(username, clientAddress);
       if (decision.kind === "refuse") {
@@ -157,6 +168,26 @@ export function createIdentity(deps: IdentityDeps): Identity {
           details: { cause, client_address: clientAddress },
         });
         throw badCredentials();
+      }
+      if (user.mfaEnabled) {
+        if (!totpCode) {
+          throw unauthenticated(
+            "MFA_REQUIRED",
+            "this account needs a second factor: send totp_code",
+          );
+        }
+        if (!(await mfa.check(user.id, totpCode))) {
+          throttle.recordFailure(username, clientAddress);
+          await record(meta, {
+            actorType: "user",
+            actorId: user.id,
+            action: "login",
+            target: `user:${user.id}`,
+            outcome: "failure",
+            details: { cause: "invalid_mfa_code", client_address: clientAddress },
+          });
+          throw unauthenticated("INVALID_MFA_CODE", "the second factor is not valid");
+        }
       }
       throttle.recordSuccess(username, clientAddress);
       const session = await sessions.create(user.id, deps.refreshTtlSeconds);

@@ -1,10 +1,13 @@
 import type { AuditWriter } from "../audit/index.js";
 import type { JwtConfig } from "../config.js";
+import { createSecretBox, type DataKeys } from "../crypto/secret-box.js";
 import type { Logger } from "../log.js";
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, publicMethod } from "../server/interceptors.js";
 import type { Database } from "../storage/index.js";
 import { createIdentity, type Identity } from "./identity.js";
+import { createMfa } from "./mfa.js";
+import { createMfaStore } from "./mfa-store.js";
 import { createPasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
 import { createSessionStore } from "./session-store.js";
@@ -17,6 +20,8 @@ export interface IdentityModuleDeps {
   jwt: JwtConfig;
   log: Logger;
   audit: Pick<AuditWriter, "write">;
+  /** Keys that seal MFA secrets at rest. */
+  dataKeys: DataKeys;
   clock?: Clock;
   throttlePolicy?: ThrottlePolicy;
 }
@@ -43,6 +48,13 @@ export async function createIdentityModule(
     log: deps.log.child({ area: "identity" }),
     throttle: createLoginThrottle(clock, deps.throttlePolicy),
     sessions: createSessionStore(deps.db),
+    mfa: createMfa({
+      store: createMfaStore(deps.db),
+      box: createSecretBox(deps.dataKeys),
+      clock,
+      audit: deps.audit,
+      issuer: deps.jwt.issuer,
+    }),
     audit: deps.audit,
     refreshTtlSeconds: deps.jwt.refreshTtlSeconds,
   });

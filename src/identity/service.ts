@@ -9,7 +9,8 @@ import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 export function createIdentityService(identity: Identity): ServiceImpl<typeof IdentityService> {
   return {
     async login(req, ctx) {
-      return tokensReply(await identity.login(req.username, req.password, meta(ctx)));
+      const { username, password, totpCode } = req;
+      return tokensReply(await identity.login(username, password, meta(ctx), totpCode));
     },
     async refresh(req, ctx) {
       return tokensReply(await identity.refresh(req.refreshToken, meta(ctx)));
@@ -20,6 +21,16 @@ export function createIdentityService(identity: Identity): ServiceImpl<typeof Id
     },
     async logoutAll(_req, ctx) {
       return { sessionsRevoked: await identity.logoutAll(caller(ctx), meta(ctx)) };
+    },
+    async enrollMfa(_req, ctx) {
+      return identity.mfa.enroll(caller(ctx), meta(ctx));
+    },
+    async activateMfa(req, ctx) {
+      return identity.mfa.activate(caller(ctx), req.code, meta(ctx));
+    },
+    async disableMfa(req, ctx) {
+      await identity.mfa.disable(caller(ctx), req.code, meta(ctx));
+      return {};
     },
     async validate(_req, ctx) {
       const outcome = await identity.validate(ctx.requestHeader.get("authorization"));

@@ -160,6 +160,13 @@ async function setup(now = () => Date.now()) {
     throttle,
     sessions,
     audit,
+    // MFA has its own tests (test/integration/mfa.test.ts); these users have it off.
+    mfa: {
+      check: async () => false,
+      enroll: async () => ({ secret: "", otpauthUri: "" }),
+      activate: async () => ({ recoveryCodes: [] }),
+      disable: async () => undefined,
+    },
     refreshTtlSeconds: 3600,
   });
   return { identity, users, passwords, sessions, audit };

@@ -196,7 +196,7 @@ describe("reflection with a grpc-js client", () => {
     const registry = createFileRegistry(files[0]!, (name) => files.find((f) => f.name === name));
     expect(
       registry.getMessage("traitgate.identity.v1.LoginRequest")?.fields.map((f) => f.name),
-    ).toEqual(["username", "password"]);
+    ).toEqual(["username", "password", "totp_code"]);
 
     expect(missing?.message_response).toBe("error_response");
     expect(missing?.error_response?.error_code).toBe(grpc.status.NOT_FOUND);

@@ -127,6 +127,21 @@ describe("listRestRoutes", () => {
         rpc: "traitgate.identity.v1.IdentityService.LogoutAll",
       },
       {
+        method: "POST",
+        template: "/auth/mfa/enroll",
+        rpc: "traitgate.identity.v1.IdentityService.EnrollMfa",
+      },
+      {
+        method: "POST",
+        template: "/auth/mfa/activate",
+        rpc: "traitgate.identity.v1.IdentityService.ActivateMfa",
+      },
+      {
+        method: "POST",
+        template: "/auth/mfa/disable",
+        rpc: "traitgate.identity.v1.IdentityService.DisableMfa",
+      },
+      {
         method: "GET",
         template: "/auth/validate",
         rpc: "traitgate.identity.v1.IdentityService.Validate",

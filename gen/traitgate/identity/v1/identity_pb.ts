@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/identity/v1/identity.proto.
  */
 export const file_traitgate_identity_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("CiR0cmFpdGdhdGUvaWRlbnRpdHkvdjEvaWRlbnRpdHkucHJvdG8SFXRyYWl0Z2F0ZS5pZGVudGl0eS52MSJKCgxMb2dpblJlcXVlc3QSHAoIdXNlcm5hbWUYASABKAlCCrpIB3IFEAEYgAESHAoIcGFzc3dvcmQYAiABKAlCCrpIB3IFEAEYgAgieQoNTG9naW5SZXNwb25zZRINCgV0b2tlbhgBIAEoCRISCgp0b2tlbl90eXBlGAIgASgJEhIKCmV4cGlyZXNfaW4YAyABKAUSFQoNcmVmcmVzaF90b2tlbhgEIAEoCRIaChJyZWZyZXNoX2V4cGlyZXNfaW4YBSABKAUiMwoOUmVmcmVzaFJlcXVlc3QSIQoNcmVmcmVzaF90b2tlbhgBIAEoCUIKukgHcgUQARiAAiJ7Cg9SZWZyZXNoUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRISCgpleHBpcmVzX2luGAMgASgFEhUKDXJlZnJlc2hfdG9rZW4YBCABKAkSGgoScmVmcmVzaF9leHBpcmVzX2luGAUgASgFIg8KDUxvZ291dFJlcXVlc3QiEAoOTG9nb3V0UmVzcG9uc2UiEgoQTG9nb3V0QWxsUmVxdWVzdCItChFMb2dvdXRBbGxSZXNwb25zZRIYChBzZXNzaW9uc19yZXZva2VkGAEgASgFIhEKD1ZhbGlkYXRlUmVxdWVzdCKTAQoQVmFsaWRhdGVSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCgh1c2VybmFtZRgEIAEoCRINCgVyb2xlcxgFIAMoCRIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIQCg5HZXRKd2tzUmVxdWVzdCI7Cg9HZXRKd2tzUmVzcG9uc2USKAoEa2V5cxgBIAMoCzIaLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Kd2siqwEKA0p3axILCgNrdHkYASABKAkSCwoDa2lkGAIgASgJEgsKA3VzZRgDIAEoCRILCgNhbGcYBCABKAkSDgoBbhgFIAEoCUgAiAEBEg4KAWUYBiABKAlIAYgBARIQCgNjcnYYByABKAlIAogBARIOCgF4GAggASgJSAOIAQESDgoBeRgJIAEoCUgEiAEBQgQKAl9uQgQKAl9lQgYKBF9jcnZCBAoCX3hCBAoCX3ky0wUKD0lkZW50aXR5U2VydmljZRJqCgVMb2dpbhIjLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dpblJlcXVlc3QaJC50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9naW5SZXNwb25zZSIWgtPkkwIQOgEqIgsvYXV0aC9sb2dpbhJyCgdSZWZyZXNoEiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXF1ZXN0GiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXNwb25zZSIYgtPkkwISOgEqIg0vYXV0aC9yZWZyZXNoEm4KBkxvZ291dBIkLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRSZXF1ZXN0GiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ291dFJlc3BvbnNlIheC0+STAhE6ASoiDC9hdXRoL2xvZ291dBJ7CglMb2dvdXRBbGwSJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9nb3V0QWxsUmVxdWVzdBooLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRBbGxSZXNwb25zZSIbgtPkkwIVOgEqIhAvYXV0aC9sb2dvdXQtYWxsEnYKCFZhbGlkYXRlEiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlZhbGlkYXRlUmVxdWVzdBonLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5WYWxpZGF0ZVJlc3BvbnNlIhmQAgGC0+STAhASDi9hdXRoL3ZhbGlkYXRlEnsKB0dldEp3a3MSJS50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1JlcXVlc3QaJi50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1Jlc3BvbnNlIiGQAgGC0+STAhgSFi8ud2VsbC1rbm93bi9qd2tzLmpzb25iBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("CiR0cmFpdGdhdGUvaWRlbnRpdHkvdjEvaWRlbnRpdHkucHJvdG8SFXRyYWl0Z2F0ZS5pZGVudGl0eS52MSJmCgxMb2dpblJlcXVlc3QSHAoIdXNlcm5hbWUYASABKAlCCrpIB3IFEAEYgAESHAoIcGFzc3dvcmQYAiABKAlCCrpIB3IFEAEYgAgSGgoJdG90cF9jb2RlGAMgASgJQge6SARyAhhAInkKDUxvZ2luUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRISCgpleHBpcmVzX2luGAMgASgFEhUKDXJlZnJlc2hfdG9rZW4YBCABKAkSGgoScmVmcmVzaF9leHBpcmVzX2luGAUgASgFIjMKDlJlZnJlc2hSZXF1ZXN0EiEKDXJlZnJlc2hfdG9rZW4YASABKAlCCrpIB3IFEAEYgAIiewoPUmVmcmVzaFJlc3BvbnNlEg0KBXRva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoBRIVCg1yZWZyZXNoX3Rva2VuGAQgASgJEhoKEnJlZnJlc2hfZXhwaXJlc19pbhgFIAEoBSIPCg1Mb2dvdXRSZXF1ZXN0IhAKDkxvZ291dFJlc3BvbnNlIhIKEExvZ291dEFsbFJlcXVlc3QiLQoRTG9nb3V0QWxsUmVzcG9uc2USGAoQc2Vzc2lvbnNfcmV2b2tlZBgBIAEoBSISChBFbnJvbGxNZmFSZXF1ZXN0IjgKEUVucm9sbE1mYVJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCRITCgtvdHBhdXRoX3VyaRgCIAEoCSI1ChJBY3RpdmF0ZU1mYVJlcXVlc3QSHwoEY29kZRgBIAEoCUIRukgOcgwyCl5bMC05XXs2fSQiLQoTQWN0aXZhdGVNZmFSZXNwb25zZRIWCg5yZWNvdmVyeV9jb2RlcxgBIAMoCSIsChFEaXNhYmxlTWZhUmVxdWVzdBIXCgRjb2RlGAEgASgJQgm6SAZyBBAGGEAiFAoSRGlzYWJsZU1mYVJlc3BvbnNlIhEKD1ZhbGlkYXRlUmVxdWVzdCKTAQoQVmFsaWRhdGVSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCgh1c2VybmFtZRgEIAEoCRINCgVyb2xlcxgFIAMoCRIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIQCg5HZXRKd2tzUmVxdWVzdCI7Cg9HZXRKd2tzUmVzcG9uc2USKAoEa2V5cxgBIAMoCzIaLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Kd2siqwEKA0p3axILCgNrdHkYASABKAkSCwoDa2lkGAIgASgJEgsKA3VzZRgDIAEoCRILCgNhbGcYBCABKAkSDgoBbhgFIAEoCUgAiAEBEg4KAWUYBiABKAlIAYgBARIQCgNjcnYYByABKAlIAogBARIOCgF4GAggASgJSAOIAQESDgoBeRgJIAEoCUgEiAEBQgQKAl9uQgQKAl9lQgYKBF9jcnZCBAoCX3hCBAoCX3ky1wgKD0lkZW50aXR5U2VydmljZRJqCgVMb2dpbhIjLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dpblJlcXVlc3QaJC50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9naW5SZXNwb25zZSIWgtPkkwIQOgEqIgsvYXV0aC9sb2dpbhJyCgdSZWZyZXNoEiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXF1ZXN0GiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXNwb25zZSIYgtPkkwISOgEqIg0vYXV0aC9yZWZyZXNoEm4KBkxvZ291dBIkLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRSZXF1ZXN0GiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ291dFJlc3BvbnNlIheC0+STAhE6ASoiDC9hdXRoL2xvZ291dBJ7CglMb2dvdXRBbGwSJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9nb3V0QWxsUmVxdWVzdBooLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRBbGxSZXNwb25zZSIbgtPkkwIVOgEqIhAvYXV0aC9sb2dvdXQtYWxsEnsKCUVucm9sbE1mYRInLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5FbnJvbGxNZmFSZXF1ZXN0GigudHJhaXRnYXRlLmlkZW50aXR5LnYxLkVucm9sbE1mYVJlc3BvbnNlIhuC0+STAhU6ASoiEC9hdXRoL21mYS9lbnJvbGwSgwEKC0FjdGl2YXRlTWZhEikudHJhaXRnYXRlLmlkZW50aXR5LnYxLkFjdGl2YXRlTWZhUmVxdWVzdBoqLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5BY3RpdmF0ZU1mYVJlc3BvbnNlIh2C0+STAhc6ASoiEi9hdXRoL21mYS9hY3RpdmF0ZRJ/CgpEaXNhYmxlTWZhEigudHJhaXRnYXRlLmlkZW50aXR5LnYxLkRpc2FibGVNZmFSZXF1ZXN0GikudHJhaXRnYXRlLmlkZW50aXR5LnYxLkRpc2FibGVNZmFSZXNwb25zZSIcgtPkkwIWOgEqIhEvYXV0aC9tZmEvZGlzYWJsZRJ2CghWYWxpZGF0ZRImLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5WYWxpZGF0ZVJlcXVlc3QaJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuVmFsaWRhdGVSZXNwb25zZSIZkAIBgtPkkwIQEg4vYXV0aC92YWxpZGF0ZRJ7CgdHZXRKd2tzEiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLkdldEp3a3NSZXF1ZXN0GiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLkdldEp3a3NSZXNwb25zZSIhkAIBgtPkkwIYEhYvLndlbGwta25vd24vandrcy5qc29uYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message traitgate.identity.v1.LoginRequest
@@ -33,6 +33,14 @@ export type LoginRequest = Message<"traitgate.identity.v1.LoginRequest"> & {
    * @generated from field: string password = 2;
    */
   password: string;
+
+  /**
+   * For users with MFA on: the current TOTP code, or one of their recovery
+   * codes. Without it such a login fails with reason MFA_REQUIRED.
+   *
+   * @generated from field: string totp_code = 3;
+   */
+  totpCode: string;
 };
 
 /**
@@ -202,6 +210,111 @@ export const LogoutAllResponseSchema: GenMessage<LogoutAllResponse> = /*@__PURE_
   messageDesc(file_traitgate_identity_v1_identity, 7);
 
 /**
+ * @generated from message traitgate.identity.v1.EnrollMfaRequest
+ */
+export type EnrollMfaRequest = Message<"traitgate.identity.v1.EnrollMfaRequest"> & {
+};
+
+/**
+ * Describes the message traitgate.identity.v1.EnrollMfaRequest.
+ * Use `create(EnrollMfaRequestSchema)` to create a new message.
+ */
+export const EnrollMfaRequestSchema: GenMessage<EnrollMfaRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 8);
+
+/**
+ * @generated from message traitgate.identity.v1.EnrollMfaResponse
+ */
+export type EnrollMfaResponse = Message<"traitgate.identity.v1.EnrollMfaResponse"> & {
+  /**
+   * Base32 TOTP secret (SHA-1, 6 digits, 30 s), for manual entry.
+   *
+   * @generated from field: string secret = 1;
+   */
+  secret: string;
+
+  /**
+   * The same as an otpauth:// URI, for a QR code.
+   *
+   * @generated from field: string otpauth_uri = 2;
+   */
+  otpauthUri: string;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.EnrollMfaResponse.
+ * Use `create(EnrollMfaResponseSchema)` to create a new message.
+ */
+export const EnrollMfaResponseSchema: GenMessage<EnrollMfaResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 9);
+
+/**
+ * @generated from message traitgate.identity.v1.ActivateMfaRequest
+ */
+export type ActivateMfaRequest = Message<"traitgate.identity.v1.ActivateMfaRequest"> & {
+  /**
+   * @generated from field: string code = 1;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.ActivateMfaRequest.
+ * Use `create(ActivateMfaRequestSchema)` to create a new message.
+ */
+export const ActivateMfaRequestSchema: GenMessage<ActivateMfaRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 10);
+
+/**
+ * @generated from message traitgate.identity.v1.ActivateMfaResponse
+ */
+export type ActivateMfaResponse = Message<"traitgate.identity.v1.ActivateMfaResponse"> & {
+  /**
+   * @generated from field: repeated string recovery_codes = 1;
+   */
+  recoveryCodes: string[];
+};
+
+/**
+ * Describes the message traitgate.identity.v1.ActivateMfaResponse.
+ * Use `create(ActivateMfaResponseSchema)` to create a new message.
+ */
+export const ActivateMfaResponseSchema: GenMessage<ActivateMfaResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 11);
+
+/**
+ * @generated from message traitgate.identity.v1.DisableMfaRequest
+ */
+export type DisableMfaRequest = Message<"traitgate.identity.v1.DisableMfaRequest"> & {
+  /**
+   * A current TOTP code or a recovery code.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.DisableMfaRequest.
+ * Use `create(DisableMfaRequestSchema)` to create a new message.
+ */
+export const DisableMfaRequestSchema: GenMessage<DisableMfaRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 12);
+
+/**
+ * @generated from message traitgate.identity.v1.DisableMfaResponse
+ */
+export type DisableMfaResponse = Message<"traitgate.identity.v1.DisableMfaResponse"> & {
+};
+
+/**
+ * Describes the message traitgate.identity.v1.DisableMfaResponse.
+ * Use `create(DisableMfaResponseSchema)` to create a new message.
+ */
+export const DisableMfaResponseSchema: GenMessage<DisableMfaResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 13);
+
+/**
  * @generated from message traitgate.identity.v1.ValidateRequest
  */
 export type ValidateRequest = Message<"traitgate.identity.v1.ValidateRequest"> & {
@@ -212,7 +325,7 @@ export type ValidateRequest = Message<"traitgate.identity.v1.ValidateRequest"> &
  * Use `create(ValidateRequestSchema)` to create a new message.
  */
 export const ValidateRequestSchema: GenMessage<ValidateRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 8);
+  messageDesc(file_traitgate_identity_v1_identity, 14);
 
 /**
  * @generated from message traitgate.identity.v1.ValidateResponse
@@ -258,7 +371,7 @@ export type ValidateResponse = Message<"traitgate.identity.v1.ValidateResponse">
  * Use `create(ValidateResponseSchema)` to create a new message.
  */
 export const ValidateResponseSchema: GenMessage<ValidateResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 9);
+  messageDesc(file_traitgate_identity_v1_identity, 15);
 
 /**
  * @generated from message traitgate.identity.v1.GetJwksRequest
@@ -271,7 +384,7 @@ export type GetJwksRequest = Message<"traitgate.identity.v1.GetJwksRequest"> & {
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 10);
+  messageDesc(file_traitgate_identity_v1_identity, 16);
 
 /**
  * @generated from message traitgate.identity.v1.GetJwksResponse
@@ -288,7 +401,7 @@ export type GetJwksResponse = Message<"traitgate.identity.v1.GetJwksResponse"> &
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 11);
+  messageDesc(file_traitgate_identity_v1_identity, 17);
 
 /**
  * A public JSON Web Key (RFC 7517). Members a key type does not use are absent.
@@ -351,7 +464,7 @@ export type Jwk = Message<"traitgate.identity.v1.Jwk"> & {
  * Use `create(JwkSchema)` to create a new message.
  */
 export const JwkSchema: GenMessage<Jwk> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 12);
+  messageDesc(file_traitgate_identity_v1_identity, 18);
 
 /**
  * IdentityService authenticates users and validates the tokens it issues.
@@ -403,6 +516,38 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof LogoutAllRequestSchema;
     output: typeof LogoutAllResponseSchema;
+  },
+  /**
+   * EnrollMfa starts TOTP enrolment for the caller: a new secret (also as an
+   * otpauth:// URI for a QR code). MFA is on only after ActivateMfa.
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.EnrollMfa
+   */
+  enrollMfa: {
+    methodKind: "unary";
+    input: typeof EnrollMfaRequestSchema;
+    output: typeof EnrollMfaResponseSchema;
+  },
+  /**
+   * ActivateMfa turns MFA on with a first code from the authenticator and
+   * returns ten single-use recovery codes, shown this once.
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.ActivateMfa
+   */
+  activateMfa: {
+    methodKind: "unary";
+    input: typeof ActivateMfaRequestSchema;
+    output: typeof ActivateMfaResponseSchema;
+  },
+  /**
+   * DisableMfa turns MFA off, given a current code or a recovery code.
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.DisableMfa
+   */
+  disableMfa: {
+    methodKind: "unary";
+    input: typeof DisableMfaRequestSchema;
+    output: typeof DisableMfaResponseSchema;
   },
   /**
    * Validate reports whether the bearer token sent in the `authorization`
