@@ -155,6 +155,7 @@ async function usersCreate(args: string[]): Promise<void> {
         log,
         audit,
         dataKeys: config.dataKeys,
+        mfaRequired: config.mfaRequired,
       });
       const user = await identity.createUser({
         username: values.username,

@@ -44,6 +44,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       db,
       audit,
       dataKeys: config.dataKeys,
+      mfaRequired: config.mfaRequired,
       jwt: config.jwt,
       log,
       ...(options.clock ? { clock: options.clock } : {}),

@@ -10,7 +10,12 @@ import type { LoginThrottle } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
 import { createUserManagement, type NewUserInput } from "./user-management.js";
 import type { User, UserStore } from "./user-store.js";
-import { createTokenValidation, type UserState, type ValidateOutcome } from "./validation.js";
+import {
+  createTokenValidation,
+  mfaEnrollScope,
+  type UserState,
+  type ValidateOutcome,
+} from "./validation.js";
 
 /**
  * The identity domain: login, sessions, token validation, authentication of
@@ -62,8 +67,14 @@ export interface Identity {
   logoutAll(caller: Caller, meta: RequestMeta): Promise<number>;
   /** Introspects the `authorization` header value; never throws for a bad token. */
   validate(authorization: string | null | undefined): Promise<ValidateOutcome>;
-  /** Like validate, but throws `unauthenticated` (reason = the invalid reason, upper case). */
-  authenticate(authorization: string | null | undefined): Promise<AuthenticatedUser>;
+  /**
+   * Like validate, but throws `unauthenticated` (reason = the invalid reason, upper case).
+   * Enrolment-only tokens (MFA_REQUIRED) pass only with `allowMfaEnrollment`.
+   */
+  authenticate(
+    authorization: string | null | undefined,
+    options?: { allowMfaEnrollment?: boolean },
+  ): Promise<AuthenticatedUser>;
   readonly jwks: readonly PublicJwk[];
   createUser(input: NewUserInput): Promise<Omit<User, "passwordHash">>;
   setActive(userId: string, isActive: boolean): Promise<boolean>;
@@ -83,6 +94,8 @@ export interface IdentityDeps {
   /** Identity events are committed to the audit log before the answer is sent. */
   audit: Pick<AuditWriter, "write">;
   refreshTtlSeconds: number;
+  /** MFA for everyone: users without it get enrolment-only tokens. */
+  mfaRequired: boolean;
   /**
    * How long a user's active flag and roles, and a session's revocation, are
    * remembered between database reads during validation (default 1 s).
@@ -121,7 +134,13 @@ export function createIdentity(deps: IdentityDeps): Identity {
     };
   }
 
-  const validate = createTokenValidation({ tokens, userStates, sessionStates });
+  const check = createTokenValidation({ tokens, userStates, sessionStates });
+  const validate = async (authorization: string | null | undefined): Promise<ValidateOutcome> => {
+    const outcome = await check(authorization);
+    return outcome.valid && outcome.enrollmentOnly
+      ? { valid: false, reason: "mfa_enrollment_required" }
+      : outcome;
+  };
 
   /** An identity event, committed before the caller gets an answer (fail closed). */
   const record = (meta: RequestMeta, event: Omit<AuditEventInput, "requestId">) =>
@@ -203,6 +222,17 @@ export function createIdentity(deps: IdentityDeps): Identity {
         { event: "login_succeeded", user_id: user.id, session_id: session.sessionId },
         "login",
       );
+      if (deps.mfaRequired && !user.mfaEnabled) {
+        // Good for enrolling MFA and nothing else; no refresh token: log in again after.
+        const access = await tokens.issue({
+          id: user.id,
+          username: user.username,
+          roles: user.roles,
+          sessionId: session.sessionId,
+          scope: mfaEnrollScope,
+        });
+        return { ...access, refreshToken: "", refreshExpiresIn: 0 };
+      }
       return issueFor(user, session.sessionId, session.refreshToken);
     },
 
@@ -265,8 +295,12 @@ export function createIdentity(deps: IdentityDeps): Identity {
       return revoked.length;
     },
 
-    async authenticate(authorization) {
-      const outcome = await validate(authorization);
+    async authenticate(authorization, options = {}) {
+      const checked = await check(authorization);
+      const outcome: ValidateOutcome =
+        checked.valid && checked.enrollmentOnly && !options.allowMfaEnrollment
+          ? { valid: false, reason: "mfa_enrollment_required" }
+          : checked;
       if (!outcome.valid) {
         throw unauthenticated(
           outcome.reason.toUpperCase(),

@@ -20,6 +20,7 @@ export interface IdentityModuleDeps {
   jwt: JwtConfig;
   log: Logger;
   audit: Pick<AuditWriter, "write">;
+  mfaRequired: boolean;
   /** Keys that seal MFA secrets at rest. */
   dataKeys: DataKeys;
   clock?: Clock;
@@ -30,6 +31,12 @@ const rules = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/Login`, publicMethod],
   // The refresh token is the credential.
   [`${IdentityService.typeName}/Refresh`, publicMethod],
+  // With MFA_REQUIRED, a user without MFA holds an enrolment-only token: it is good for these.
+  [`${IdentityService.typeName}/EnrollMfa`, { public: false, roles: [], allowMfaEnrollment: true }],
+  [
+    `${IdentityService.typeName}/ActivateMfa`,
+    { public: false, roles: [], allowMfaEnrollment: true },
+  ],
   // Validate reports on the token it is given instead of requiring one.
   [`${IdentityService.typeName}/Validate`, publicMethod],
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
@@ -57,6 +64,7 @@ export async function createIdentityModule(
     }),
     audit: deps.audit,
     refreshTtlSeconds: deps.jwt.refreshTtlSeconds,
+    mfaRequired: deps.mfaRequired,
   });
   const service = createIdentityService(identity);
   return {

@@ -31,6 +31,8 @@ export interface AccessClaims {
   userId: string;
   /** The login session the token belongs to (claim `sid`). */
   sessionId: string;
+  /** Claim `scope`: "mfa_enroll" restricts the token to MFA enrolment (MFA_REQUIRED). */
+  scope: string | undefined;
   username: string;
   roles: string[];
   /** Expiry, seconds since the epoch. */
@@ -65,6 +67,7 @@ export interface TokenService {
     username: string;
     roles: readonly string[];
     sessionId: string;
+    scope?: string;
   }): Promise<IssuedToken>;
   verify(token: string): Promise<VerifyResult>;
   /** Public keys for /.well-known/jwks.json; empty for HMAC algorithms. */
@@ -165,7 +168,7 @@ function reasonOf(err: unknown): TokenInvalidReason {
 }
 
 function claimsOf(payload: JWTPayload): AccessClaims | undefined {
-  const { sub, exp, jti, sid, username, roles } = payload;
+  const { sub, exp, jti, sid, username, roles, scope } = payload;
   if (typeof sub !== "string" || typeof exp !== "number" || typeof jti !== "string") {
     return undefined;
   }
@@ -173,7 +176,8 @@ function claimsOf(payload: JWTPayload): AccessClaims | undefined {
     return undefined;
   }
   if (!roles.every((r): r is string => typeof r === "string")) return undefined;
-  return { userId: sub, sessionId: sid, username, roles, exp, jti };
+  if (scope !== undefined && typeof scope !== "string") return undefined;
+  return { userId: sub, sessionId: sid, scope, username, roles, exp, jti };
 }
 
 export async function createTokenService(
@@ -203,6 +207,7 @@ export async function createTokenService(
         username: subject.username,
         roles: [...subject.roles],
         sid: subject.sessionId,
+        ...(subject.scope ? { scope: subject.scope } : {}),
       })
         .setProtectedHeader({ alg: cfg.algorithm, kid: ring.signingKid, typ: "JWT" })
         .setIssuer(cfg.issuer)

@@ -5,7 +5,15 @@ import type { User } from "./user-store.js";
 
 /** Validation of access tokens: signature and claims, then the user and the session. */
 
-export type InvalidReason = TokenInvalidReason | "unknown_user" | "user_inactive" | "revoked";
+export type InvalidReason =
+  | TokenInvalidReason
+  | "unknown_user"
+  | "user_inactive"
+  | "revoked"
+  | "mfa_enrollment_required";
+
+/** Tokens with this scope may only enrol MFA (MFA_REQUIRED and a user without MFA). */
+export const mfaEnrollScope = "mfa_enroll";
 
 export type ValidateOutcome =
   | {
@@ -15,6 +23,8 @@ export type ValidateOutcome =
       roles: string[];
       sessionId: string;
       expiresAt: Date;
+      /** The token may only be used to enrol MFA. */
+      enrollmentOnly: boolean;
     }
   | { valid: false; reason: InvalidReason };
 
@@ -58,6 +68,7 @@ export function createTokenValidation(deps: {
       roles: user.roles,
       sessionId,
       expiresAt: new Date(result.claims.exp * 1000),
+      enrollmentOnly: result.claims.scope === mfaEnrollScope,
     };
   };
 }

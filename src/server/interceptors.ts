@@ -63,7 +63,14 @@ export function createRequestInterceptor(root: Logger): Interceptor {
 }
 
 /** How a method is protected. Methods without a rule require authentication (fail closed). */
-export type AuthRule = { public: true } | { public: false; roles: readonly string[] };
+export type AuthRule =
+  | { public: true }
+  | {
+      public: false;
+      roles: readonly string[];
+      /** Also accept enrolment-only tokens (MFA_REQUIRED), for the MFA enrolment calls. */
+      allowMfaEnrollment?: boolean;
+    };
 
 export const publicMethod: AuthRule = { public: true };
 
@@ -73,7 +80,10 @@ export function requireAuth(options: { roles?: readonly string[] } = {}): AuthRu
 }
 
 export interface Authenticator {
-  authenticate(authorization: string | null): Promise<AuthenticatedUser>;
+  authenticate(
+    authorization: string | null,
+    options?: { allowMfaEnrollment?: boolean },
+  ): Promise<AuthenticatedUser>;
 }
 
 /**
@@ -88,7 +98,9 @@ export function createAuthInterceptor(
   return (next) => async (req) => {
     const rule = rules.get(`${req.service.typeName}/${req.method.name}`) ?? anyUser;
     if (rule.public) return next(req);
-    const user = await authenticator.authenticate(req.header.get("authorization"));
+    const user = await authenticator.authenticate(req.header.get("authorization"), {
+      allowMfaEnrollment: rule.allowMfaEnrollment === true,
+    });
     if (rule.roles.length > 0 && !rule.roles.some((r) => user.roles.includes(r))) {
       throw permissionDenied("ROLE", `this call needs one of the roles: ${rule.roles.join(", ")}`);
     }

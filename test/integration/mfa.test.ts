@@ -126,3 +126,67 @@ describe("TOTP MFA", () => {
     expect((await post("/auth/mfa/enroll", {})).status).toBe(401);
   });
 });
+
+describe("MFA_REQUIRED=true", () => {
+  let strict: TestServer;
+  beforeAll(async () => {
+    strict = await startTestServer({ env: { MFA_REQUIRED: "true" } });
+    await strict.createUser("newbie", password);
+  });
+  afterAll(async () => strict?.close());
+
+  const call = async (path: string, body: unknown, token?: string) => {
+    const res = await fetch(`${strict.url}${path}`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
+      body: JSON.stringify(body),
+    });
+    const json = (await res.json()) as Record<string, unknown>;
+    return {
+      status: res.status,
+      body: json,
+      reason: (json.details as { reason?: string }[] | undefined)?.[0]?.reason,
+    };
+  };
+
+  it("gives a user without MFA a token that can enrol and nothing else", async () => {
+    const login = await call("/auth/login", { username: "newbie", password });
+    expect(login.status).toBe(200);
+    expect(login.body.refresh_token).toBe("");
+    const token = login.body.token as string;
+    const validate = await fetch(`${strict.url}/auth/validate`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    expect(await validate.json()).toMatchObject({
+      valid: false,
+      reason: "mfa_enrollment_required",
+    });
+    expect(await call("/auth/logout", {}, token)).toMatchObject({
+      status: 401,
+      reason: "MFA_ENROLLMENT_REQUIRED",
+    });
+
+    const enrol = await call("/auth/mfa/enroll", {}, token);
+    expect(enrol.status).toBe(200);
+    const secret = enrol.body.secret as string;
+    expect((await call("/auth/mfa/activate", { code: code(secret) }, token)).status).toBe(200);
+
+    expect((await call("/auth/login", { username: "newbie", password })).reason).toBe(
+      "MFA_REQUIRED",
+    );
+    const full = await call("/auth/login", {
+      username: "newbie",
+      password,
+      totp_code: code(secret, 1),
+    });
+    expect(full.status).toBe(200);
+    expect(full.body.refresh_token).toMatch(/^rt_/);
+    const ok = await fetch(`${strict.url}/auth/validate`, {
+      headers: { authorization: `Bearer ${full.body.token as string}` },
+    });
+    expect(await ok.json()).toMatchObject({ valid: true });
+  });
+});

@@ -168,6 +168,7 @@ async function setup(now = () => Date.now()) {
       disable: async () => undefined,
     },
     refreshTtlSeconds: 3600,
+    mfaRequired: false,
   });
   return { identity, users, passwords, sessions, audit };
 }
