@@ -3,6 +3,7 @@ import type { ThrottlePolicy } from "../../src/identity/throttle.js";
 import type { Clock } from "../../src/identity/tokens.js";
 import { createLogger } from "../../src/log.js";
 import { type Core, startCore } from "../../src/platform.js";
+import type { Database } from "../../src/storage/index.js";
 import { openTestDatabase } from "./database.js";
 
 export const testSecret = "tEst-Secret-0123456789-abcdefghijklmnop";
@@ -22,7 +23,13 @@ export interface TestServer {
 
 /** A real core on port 0 with a fresh in-memory database and captured logs. */
 export async function startTestServer(
-  options: { env?: NodeJS.ProcessEnv; clock?: Clock; throttlePolicy?: ThrottlePolicy } = {},
+  options: {
+    env?: NodeJS.ProcessEnv;
+    clock?: Clock;
+    throttlePolicy?: ThrottlePolicy;
+    /** An already migrated database (closed with the server); default: a fresh PGlite. */
+    db?: Database;
+  } = {},
 ): Promise<TestServer> {
   const { config } = loadConfig({
     JWT_SECRET: testSecret,
@@ -37,7 +44,7 @@ export async function startTestServer(
     level: "debug",
     destination: { write: (line: string) => void logs.push(line) },
   });
-  const db = await openTestDatabase();
+  const db = options.db ?? (await openTestDatabase());
   const core = await startCore({
     config,
     log,
