@@ -12,6 +12,9 @@ import { startTestServer, type TestServer } from "../support/server.js";
  */
 
 const url = process.env.TEST_DATABASE_URL;
+if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
+if (!url)
+  console.warn("two-servers: TEST_DATABASE_URL is unset: these PostgreSQL tests are skipped");
 const password = "shared-db-password-long";
 
 describe.skipIf(!url)("two servers on one PostgreSQL", () => {
