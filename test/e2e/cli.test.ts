@@ -159,6 +159,10 @@ describe("traitgate users create", () => {
       valid: true,
     });
     expect(await stop(child)).toBe(0);
+    // The logins above were audited; the chain verifies from the command line.
+    const verify = await run(["audit", "verify"], env);
+    expect(verify.code).toBe(0);
+    expect(verify.stdout).toMatch(/audit chain intact: [1-9]\d* events/);
   });
 
   it("never takes a password on the command line", async () => {
