@@ -10,6 +10,10 @@ import { invalidArgument } from "../errors.js";
 export const minPasswordLength = 12;
 export const maxPasswordLength = 1024;
 
+const length = (text: string): number => [...text].length;
+
+const fold = (text: string): string => text.normalize("NFKC").toLowerCase();
+
 /**
  * Common passwords that are long enough to pass the length rule; shorter ones are refused
  * by length already. Written for this project from the patterns that lead breach
@@ -281,10 +285,6 @@ function isSequence(folded: string): boolean {
 
 /** One to four characters repeated: "aaaaaaaaaaaa", "abababababab", "passpasspass". */
 const repeatedUnit = /^(.{1,4})\1+$/su;
-
-const length = (text: string): number => [...text].length;
-
-const fold = (text: string): string => text.normalize("NFKC").toLowerCase();
 
 export type PasswordProblem = "PASSWORD_TOO_SHORT" | "PASSWORD_TOO_LONG" | "PASSWORD_TOO_COMMON";
 

@@ -1,0 +1,116 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { type User, UserAdminService } from "../../gen/traitgate/identity/v1/user_admin_pb.js";
+import type { AuditWriter } from "../audit/index.js";
+import { unauthenticated } from "../errors.js";
+import type { ServiceModule } from "../server/app.js";
+import { principalKey, requestIdKey } from "../server/context.js";
+import { type AuthRule, requireAuth } from "../server/interceptors.js";
+import type { Queryable } from "../storage/index.js";
+import type { PasswordHasher } from "./passwords.js";
+import {
+  type AdminActor,
+  type AdminRequestMeta,
+  adminRole,
+  createUserAdmin,
+  type UserAdmin,
+} from "./user-admin.js";
+import { createUserStore, type UserRecord } from "./user-store.js";
+
+/** Thin Connect handlers for user administration: parse → call the domain → map the result. */
+export function createUserAdminService(admin: UserAdmin): ServiceImpl<typeof UserAdminService> {
+  return {
+    async createUser(req, ctx) {
+      const user = await admin.createUser(actor(ctx), meta(ctx), {
+        username: req.username,
+        email: req.email,
+        password: req.password,
+        roles: req.roles,
+      });
+      return { user: toMessage(user) };
+    },
+    async listUsers(req, ctx) {
+      const list = await admin.listUsers(actor(ctx), meta(ctx), {
+        pageSize: req.pageSize,
+        pageToken: req.pageToken,
+        role: req.role,
+        isActive: req.active,
+        usernamePrefix: req.q,
+      });
+      return { users: list.users.map(toMessage), nextPageToken: list.nextPageToken };
+    },
+    async getUser(req, ctx) {
+      return { user: toMessage(await admin.getUser(actor(ctx), meta(ctx), req)) };
+    },
+    async updateUser(req, ctx) {
+      const user = await admin.updateUser(actor(ctx), meta(ctx), {
+        userId: req.userId,
+        email: req.email,
+        roles: req.roles?.values,
+        isActive: req.isActive,
+      });
+      return { user: toMessage(user) };
+    },
+    async setUserPassword(req, ctx) {
+      await admin.setUserPassword(actor(ctx), meta(ctx), req);
+      return {};
+    },
+    async deleteUser(req, ctx) {
+      await admin.deleteUser(actor(ctx), meta(ctx), req);
+      return {};
+    },
+  };
+}
+
+function toMessage(user: UserRecord): Omit<User, "$typeName"> {
+  return {
+    userId: user.id,
+    username: user.username,
+    email: user.email,
+    roles: user.roles,
+    isActive: user.isActive,
+    mfaEnabled: user.mfaEnabled,
+    createdAt: timestampFromDate(user.createdAt),
+    updatedAt: timestampFromDate(user.updatedAt),
+  };
+}
+
+/** The authenticated administrator, set by the auth interceptor. */
+function actor(ctx: HandlerContext): AdminActor {
+  const principal = ctx.values.get(principalKey);
+  if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  return { userId: principal.userId };
+}
+
+const meta = (ctx: HandlerContext): AdminRequestMeta => ({
+  requestId: ctx.values.get(requestIdKey),
+});
+
+export interface UserAdminModuleDeps {
+  db: Queryable;
+  audit: Pick<AuditWriter, "write">;
+  passwords: Pick<PasswordHasher, "hash">;
+  /** Drops the identity area's cached state of a user (active flag, roles) after a change. */
+  forget: (userId: string) => void;
+}
+
+/** Wires user administration: every method needs the role `admin`. */
+export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule {
+  const admin = createUserAdmin({
+    users: createUserStore(deps.db),
+    passwords: deps.passwords,
+    audit: deps.audit,
+    forget: deps.forget,
+  });
+  const adminOnly = requireAuth({ roles: [adminRole] });
+  const rules = new Map<string, AuthRule>(
+    UserAdminService.methods.map((m) => [`${UserAdminService.typeName}/${m.name}`, adminOnly]),
+  );
+  return {
+    services: [UserAdminService],
+    register: (router) => router.service(UserAdminService, createUserAdminService(admin)),
+    authRules: rules,
+  };
+}
+
+export { UserAdminService };
