@@ -4,6 +4,7 @@ import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
+import { createUserAdminModule } from "./identity/user-admin-service.js";
 import type { Logger } from "./log.js";
 import { createApp } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
@@ -40,7 +41,11 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     const { applied } = await migrate(db, log);
     if (applied.length > 0) log.info({ applied }, "database migrated");
     const audit = createAuditWriter({ db, log: log.child({ area: "audit" }) });
-    const { identity, module: identityModule } = await createIdentityModule({
+    const {
+      identity,
+      module: identityModule,
+      passwords,
+    } = await createIdentityModule({
       db,
       audit,
       dataKeys: config.dataKeys,
@@ -51,7 +56,15 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
     });
     const { listener } = createApp({
-      modules: [identityModule],
+      modules: [
+        identityModule,
+        createUserAdminModule({
+          db,
+          audit,
+          passwords,
+          forget: (userId) => identity.forgetUser(userId),
+        }),
+      ],
       authenticator: identity,
       health: {
         check: () =>

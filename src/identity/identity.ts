@@ -80,6 +80,8 @@ export interface Identity {
   setActive(userId: string, isActive: boolean): Promise<boolean>;
   /** Sets a new password for the user with this username; false if there is none. */
   setPassword(username: string, password: string): Promise<boolean>;
+  /** Drops this process's cached state of a user after a change made elsewhere in it. */
+  forgetUser(userId: string): void;
 }
 
 export interface IdentityDeps {
@@ -315,6 +317,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
       };
     },
 
+    forgetUser: (id) => userStates.forget(id),
     ...createUserManagement({ users, passwords, forget: (id) => userStates.forget(id) }),
   };
 }

@@ -8,7 +8,7 @@ import type { Database } from "../storage/index.js";
 import { createIdentity, type Identity } from "./identity.js";
 import { createMfa } from "./mfa.js";
 import { createMfaStore } from "./mfa-store.js";
-import { createPasswordHasher } from "./passwords.js";
+import { createPasswordHasher, type PasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
 import { createSessionStore } from "./session-store.js";
 import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
@@ -45,11 +45,12 @@ const rules = new Map<string, AuthRule>([
 /** Wires the identity area: store, hasher, token keys, domain and Connect service. */
 export async function createIdentityModule(
   deps: IdentityModuleDeps,
-): Promise<{ identity: Identity; module: ServiceModule }> {
+): Promise<{ identity: Identity; module: ServiceModule; passwords: PasswordHasher }> {
   const clock = deps.clock ?? systemClock;
+  const passwords = await createPasswordHasher();
   const identity = createIdentity({
     users: createUserStore(deps.db),
-    passwords: await createPasswordHasher(),
+    passwords,
     tokens: await createTokenService(deps.jwt, clock),
     clock,
     log: deps.log.child({ area: "identity" }),
@@ -69,6 +70,7 @@ export async function createIdentityModule(
   const service = createIdentityService(identity);
   return {
     identity,
+    passwords,
     module: {
       services: [IdentityService],
       register: (router) => router.service(IdentityService, service),

@@ -1,4 +1,5 @@
 import { invalidArgument } from "../errors.js";
+import { checkPasswordPolicy } from "./password-policy.js";
 import type { PasswordHasher } from "./passwords.js";
 import type { User, UserStore } from "./user-store.js";
 
@@ -13,13 +14,6 @@ export interface NewUserInput {
 
 const usernamePattern = /^[A-Za-z0-9._@-]{3,128}$/;
 
-function checkPassword(password: string): void {
-  if (password.length < 12) {
-    throw invalidArgument("PASSWORD_TOO_SHORT", "password must be at least 12 characters", {
-      field: "password",
-    });
-  }
-}
 
 export function createUserManagement(deps: {
   users: UserStore;
@@ -39,7 +33,7 @@ export function createUserManagement(deps: {
           },
         );
       }
-      checkPassword(input.password);
+      checkPasswordPolicy(input.password, input.username);
       const passwordHash = await passwords.hash(input.password);
       const { passwordHash: _hidden, ...user } = await users.create({
         username: input.username,
@@ -52,7 +46,7 @@ export function createUserManagement(deps: {
 
     /** Sets a new password for the user with this username; false if there is none. */
     async setPassword(username: string, password: string): Promise<boolean> {
-      checkPassword(password);
+      checkPasswordPolicy(password, username);
       const user = await users.findByUsername(username);
       if (user === undefined) return false;
       return users.setPasswordHash(user.id, await passwords.hash(password));

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyAuditChain } from "../../src/audit/index.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
-const password = "correct horse battery staple";
+const password = "quiet harbour lantern 4721";
 let server: TestServer;
 let userId: string;
 

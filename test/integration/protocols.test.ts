@@ -36,7 +36,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * client runs the same cases; results are normalised to one shape first.
  */
 
-const password = "correct horse battery staple";
+const password = "quiet harbour lantern 4721";
 const roles = ["clinician", "auditor"];
 const ttlSeconds = 900;
 const identity = IdentityService.typeName;

@@ -18,7 +18,7 @@ import { createTestCertificate, type TestCertificate } from "../support/tls.js";
  * normal answer to plaintext.
  */
 
-const password = "correct horse battery staple";
+const password = "quiet harbour lantern 4721";
 let certificate: TestCertificate;
 let server: TestServer;
 let userId: string;

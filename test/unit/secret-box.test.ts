@@ -208,7 +208,7 @@ describe("data keys", () => {
     ["too long", randomBytes(48).toString("base64")],
     ["not base64", `${keyA.slice(0, 40)}!!!=`],
     ["base64url rather than base64", "-".repeat(43)],
-    ["a passphrase", "correct horse battery staple"],
+    ["a passphrase", "quiet harbour lantern 4721"],
   ])("refuses a DATA_ENCRYPTION_KEY that is %s, naming it and not quoting it", (_, value) => {
     expect(() => parseDataKeys(value)).toThrow(/DATA_ENCRYPTION_KEY/);
     try {

@@ -1,0 +1,67 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+/** User administration as wired into the real core (src/platform.ts). */
+
+const password = "platform-admin-password";
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  await server.createUser("root", password, ["admin"]);
+  await server.createUser("vera", password, ["viewer"]);
+});
+afterAll(async () => server?.close());
+
+async function token(username: string, pw = password) {
+  const res = await fetch(`${server.url}/auth/login`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ username, password: pw }),
+  });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { token: string }).token;
+}
+
+async function call(method: string, path: string, bearer: string, body?: unknown) {
+  const res = await fetch(`${server.url}${path}`, {
+    method,
+    headers: { "content-type": "application/json", authorization: `Bearer ${bearer}` },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+describe("user administration in the core", () => {
+  it("lets an admin create and deactivate a user, whose token stops at once", async () => {
+    const admin = await token("root");
+    const created = await call("POST", "/api/admin/users", admin, {
+      username: "newhire",
+      email: "newhire@example.test",
+      password: "newhire-password-long",
+      roles: ["clinician"],
+    });
+    expect(created.body).toMatchObject({ username: "newhire" });
+    expect(created.status).toBe(200);
+    const id = created.body.user_id as string;
+    const theirs = await token("newhire", "newhire-password-long");
+    const before = await fetch(`${server.url}/auth/validate`, {
+      headers: { authorization: `Bearer ${theirs}` },
+    });
+    // Validated once, so this process has the user's state cached.
+    expect(await before.json()).toMatchObject({ valid: true, roles: ["clinician"] });
+    const patched = await call("PATCH", `/api/admin/users/${id}`, admin, { is_active: false });
+    expect(patched.status).toBe(200);
+    const validate = await fetch(`${server.url}/auth/validate`, {
+      headers: { authorization: `Bearer ${theirs}` },
+    });
+    expect(await validate.json()).toMatchObject({ valid: false, reason: "user_inactive" });
+  });
+
+  it("refuses a viewer with 403 ROLE", async () => {
+    const viewer = await token("vera");
+    const res = await call("GET", "/api/admin/users", viewer);
+    expect(res.status).toBe(403);
+    expect((res.body.details as { reason: string }[])[0]?.reason).toBe("ROLE");
+  });
+});
