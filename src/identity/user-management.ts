@@ -14,7 +14,6 @@ export interface NewUserInput {
 
 const usernamePattern = /^[A-Za-z0-9._@-]{3,128}$/;
 
-
 export function createUserManagement(deps: {
   users: UserStore;
   passwords: PasswordHasher;
