@@ -6,6 +6,7 @@ import { connect } from "node:http2";
 import { connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { formatResults, type LoadResult, runLoad } from "./load.js";
 
 /**
@@ -18,10 +19,13 @@ import { formatResults, type LoadResult, runLoad } from "./load.js";
 const cli = join(import.meta.dirname, "../src/cli.js");
 const password = "bench-password-long-enough";
 
-async function startServer(): Promise<{ url: string; child: ChildProcess; dir: string }> {
+async function startServer(
+  extraEnv: NodeJS.ProcessEnv,
+): Promise<{ url: string; child: ChildProcess; dir: string }> {
   const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-"));
   const env = {
     ...process.env,
+    ...extraEnv,
     DATA_DIR: dir,
     JWT_SECRET: randomBytes(32).toString("base64url"),
     DATA_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
@@ -142,8 +146,41 @@ function httpPost(url: string) {
     });
 }
 
+/**
+ * The identity benchmark on the embedded database, then on PostgreSQL (a
+ * database created for the run and dropped after) when one is reachable:
+ * PGlite runs its queries on the server's event loop, PostgreSQL does not.
+ */
 export async function benchIdentity(seconds: number): Promise<string> {
-  const { url, child, dir } = await startServer();
+  const sections = [await benchIdentityOn("embedded PGlite", {}, seconds)];
+  const adminUrl = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+  const admin = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 3000 });
+  const database = `tg_bench_${randomBytes(4).toString("hex")}`;
+  try {
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${database}`);
+  } catch (err) {
+    await admin.end().catch(() => undefined);
+    sections.push(`(PostgreSQL at ${adminUrl} not reachable, skipped: ${(err as Error).message})`);
+    return sections.join("\n\n");
+  }
+  try {
+    const url = new URL(adminUrl);
+    url.pathname = `/${database}`;
+    sections.push(await benchIdentityOn("PostgreSQL", { DB_CONNECTION: url.toString() }, seconds));
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => undefined);
+    await admin.end();
+  }
+  return sections.join("\n\n");
+}
+
+async function benchIdentityOn(
+  label: string,
+  extraEnv: NodeJS.ProcessEnv,
+  seconds: number,
+): Promise<string> {
+  const { url, child, dir } = await startServer(extraEnv);
   try {
     const post = httpPost(url);
     const loginBody = JSON.stringify({ username: "bench", password });
@@ -205,7 +242,7 @@ export async function benchIdentity(seconds: number): Promise<string> {
         `- ${c} in flight: REST validate = ${ratio("REST validate (", "REST floor", c)} of floor; gRPC validate = ${ratio("gRPC validate", "gRPC floor", c)} of floor`,
     );
     return [
-      "## Identity: validate vs the framework floor",
+      `## Identity on ${label}: validate vs the framework floor`,
       "",
       formatResults(results),
       "",
