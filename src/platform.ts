@@ -63,6 +63,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
           audit,
           passwords,
           forget: (userId) => identity.forgetUser(userId),
+          revokeSessions: (userId, reason) => identity.revokeUserSessions(userId, reason),
         }),
       ],
       authenticator: identity,

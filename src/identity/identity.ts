@@ -82,6 +82,8 @@ export interface Identity {
   setPassword(username: string, password: string): Promise<boolean>;
   /** Drops this process's cached state of a user after a change made elsewhere in it. */
   forgetUser(userId: string): void;
+  /** Revokes every open session of a user (deactivation, password reset by an admin). */
+  revokeUserSessions(userId: string, reason: string): Promise<number>;
 }
 
 export interface IdentityDeps {
@@ -318,6 +320,12 @@ export function createIdentity(deps: IdentityDeps): Identity {
     },
 
     forgetUser: (id) => userStates.forget(id),
+
+    async revokeUserSessions(userId, reason) {
+      const revoked = await sessions.revokeAll(userId, reason);
+      for (const id of revoked) sessionStates.forget(id);
+      return revoked.length;
+    },
     ...createUserManagement({ users, passwords, forget: (id) => userStates.forget(id) }),
   };
 }

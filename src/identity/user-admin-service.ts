@@ -92,6 +92,8 @@ export interface UserAdminModuleDeps {
   passwords: Pick<PasswordHasher, "hash">;
   /** Drops the identity area's cached state of a user (active flag, roles) after a change. */
   forget: (userId: string) => void;
+  /** Revokes a user's sessions in the identity area (deactivation, password set). */
+  revokeSessions: (userId: string, reason: string) => Promise<number>;
 }
 
 /** Wires user administration: every method needs the role `admin`. */
@@ -101,6 +103,7 @@ export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule 
     passwords: deps.passwords,
     audit: deps.audit,
     forget: deps.forget,
+    revokeSessions: deps.revokeSessions,
   });
   const adminOnly = requireAuth({ roles: [adminRole] });
   const rules = new Map<string, AuthRule>(

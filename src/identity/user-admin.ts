@@ -84,6 +84,8 @@ export interface UserAdminDeps {
   audit: Pick<AuditWriter, "write">;
   /** Called after a change to a user, so that cached user state is dropped at once. */
   forget: (userId: string) => void;
+  /** Revokes the user's sessions (on deactivation and on a password set by an admin). */
+  revokeSessions: (userId: string, reason: string) => Promise<number>;
 }
 
 const userNotFound = (): DomainError =>
@@ -98,7 +100,7 @@ const selfLockout = (what: string): DomainError =>
 const auditView = (user: UserRecord) => ({ roles: user.roles, is_active: user.isActive });
 
 export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
-  const { users, passwords, audit, forget } = deps;
+  const { users, passwords, audit, forget, revokeSessions } = deps;
 
   /** A successful change, committed to the audit log before the answer is sent. */
   const record = (
@@ -183,6 +185,9 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
       if (changed === undefined) throw userNotFound();
       forget(userId);
       const { before, after } = changed;
+      // A deactivated user's sessions end for good: reactivation must not revive them.
+      const sessionsRevoked =
+        before.isActive && !after.isActive ? await revokeSessions(userId, "user_deactivated") : 0;
       await record(actor, meta, {
         action: "user_update",
         target: `user:${userId}`,
@@ -194,6 +199,7 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
           ],
           before: auditView(before),
           after: auditView(after),
+          sessions_revoked: sessionsRevoked,
         },
       });
       return after;
@@ -204,10 +210,12 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
       checkPasswordPolicy(input.password, user.username);
       const passwordHash = await passwords.hash(input.password);
       if (!(await users.setPasswordHash(user.id, passwordHash))) throw userNotFound();
+      // Whoever held the old password loses the sessions it opened.
+      const sessionsRevoked = await revokeSessions(user.id, "password_set_by_admin");
       await record(actor, meta, {
         action: "user_set_password",
         target: `user:${user.id}`,
-        details: { changed: ["password"] },
+        details: { changed: ["password"], sessions_revoked: sessionsRevoked },
       });
     },
 

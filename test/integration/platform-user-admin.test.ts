@@ -56,6 +56,14 @@ describe("user administration in the core", () => {
       headers: { authorization: `Bearer ${theirs}` },
     });
     expect(await validate.json()).toMatchObject({ valid: false, reason: "user_inactive" });
+    // Reactivation does not bring the session back: deactivation revoked it.
+    expect((await call("PATCH", `/api/admin/users/${id}`, admin, { is_active: true })).status).toBe(
+      200,
+    );
+    const after = await fetch(`${server.url}/auth/validate`, {
+      headers: { authorization: `Bearer ${theirs}` },
+    });
+    expect(await after.json()).toMatchObject({ valid: false, reason: "revoked" });
   });
 
   it("refuses a viewer with 403 ROLE", async () => {

@@ -70,6 +70,7 @@ beforeAll(async () => {
     audit,
     passwords: await createPasswordHasher(),
     forget: (id) => forgotten.push(id),
+    revokeSessions: (id, reason) => created.identity.revokeUserSessions(id, reason),
   });
   const { listener } = createApp({
     modules: [created.module, userAdminModule],
@@ -466,6 +467,7 @@ describe("audit trail", () => {
       changed: ["roles"],
       before: { roles: ["viewer"], is_active: true },
       after: { roles: ["clinician", "auditor"], is_active: true },
+      sessions_revoked: 0,
     });
     expect(rows.find((r) => r.action === "user_delete")?.details).toMatchObject({
       before: { is_active: true },

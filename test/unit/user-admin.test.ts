@@ -187,6 +187,7 @@ function setup() {
   const { store, rows } = memoryUsers();
   const events: AuditEventInput[] = [];
   const forgotten: string[] = [];
+  const revoked: string[] = [];
   const admin = createUserAdmin({
     users: store,
     passwords: { hash: async (p) => `hashed:${p}` },
@@ -197,8 +198,12 @@ function setup() {
       },
     },
     forget: (id) => forgotten.push(id),
+    revokeSessions: async (id) => {
+      revoked.push(id);
+      return 1;
+    },
   });
-  return { admin, store, rows, events, forgotten };
+  return { admin, store, rows, events, forgotten, revoked };
 }
 
 const meta = { requestId: "req-1" };
@@ -216,6 +221,22 @@ async function withAdmin() {
 }
 
 describe("user administration (domain)", () => {
+  it("revokes a user's sessions when deactivating them or setting their password, not on reactivation", async () => {
+    const { admin, actor, revoked } = await withAdmin();
+    const u = await admin.createUser(actor, meta, {
+      username: "dana",
+      email: "",
+      password: strong,
+      roles: ["viewer"],
+    });
+    await admin.updateUser(actor, meta, { userId: u.id, isActive: false });
+    expect(revoked).toEqual([u.id]);
+    await admin.updateUser(actor, meta, { userId: u.id, isActive: true });
+    expect(revoked).toEqual([u.id]);
+    await admin.setUserPassword(actor, meta, { userId: u.id, password: "another walnut lantern" });
+    expect(revoked).toEqual([u.id, u.id]);
+  });
+
   it("creates a user, hashes the password and audits the creation without it", async () => {
     const { admin, actor, rows, events } = await withAdmin();
     const user = await admin.createUser(actor, meta, {
@@ -422,6 +443,7 @@ describe("user administration (domain)", () => {
           Promise.reject(new DomainError("unavailable", "AUDIT_UNAVAILABLE", "audit down")),
       },
       forget: () => undefined,
+      revokeSessions: async () => 0,
     });
     const err = await rejection(
       admin.createUser({ userId: root.id }, meta, {
