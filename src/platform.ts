@@ -64,6 +64,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
           passwords,
           forget: (userId) => identity.forgetUser(userId),
           revokeSessions: (userId, reason) => identity.revokeUserSessions(userId, reason),
+          resetMfa: (userId) => identity.mfa.reset(userId),
         }),
       ],
       authenticator: identity,

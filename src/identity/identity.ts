@@ -58,7 +58,7 @@ export interface Identity {
     meta: RequestMeta,
     totpCode?: string,
   ): Promise<IssuedTokens>;
-  readonly mfa: Pick<Mfa, "enroll" | "activate" | "disable">;
+  readonly mfa: Pick<Mfa, "enroll" | "activate" | "disable" | "reset">;
   /** Rotates a refresh token; a reused one revokes its session. */
   refresh(refreshToken: string, meta: RequestMeta): Promise<IssuedTokens>;
   /** Revokes the caller's session. */

@@ -29,6 +29,8 @@ export interface Mfa {
   disable(caller: MfaCaller, code: string, meta: MfaMeta): Promise<void>;
   /** For login: a current TOTP code or an unused recovery code of the user. */
   check(userId: string, code: string): Promise<boolean>;
+  /** An administrator's reset: MFA off, secret and recovery codes deleted. Was it on? */
+  reset(userId: string): Promise<boolean>;
 }
 
 export interface MfaDeps {
@@ -108,6 +110,12 @@ export function createMfa(deps: MfaDeps): Mfa {
 
   return {
     check,
+
+    async reset(userId) {
+      const current = await store.get(userId);
+      await store.disable(userId);
+      return current?.enabled === true;
+    },
 
     async enroll(caller, meta) {
       const current = await store.get(caller.userId);

@@ -55,6 +55,10 @@ export function createUserAdminService(admin: UserAdmin): ServiceImpl<typeof Use
       await admin.setUserPassword(actor(ctx), meta(ctx), req);
       return {};
     },
+    async resetUserMfa(req, ctx) {
+      await admin.resetUserMfa(actor(ctx), meta(ctx), req);
+      return {};
+    },
     async deleteUser(req, ctx) {
       await admin.deleteUser(actor(ctx), meta(ctx), req);
       return {};
@@ -94,6 +98,8 @@ export interface UserAdminModuleDeps {
   forget: (userId: string) => void;
   /** Revokes a user's sessions in the identity area (deactivation, password set). */
   revokeSessions: (userId: string, reason: string) => Promise<number>;
+  /** Resets a user's MFA in the identity area. */
+  resetMfa: (userId: string) => Promise<boolean>;
 }
 
 /** Wires user administration: every method needs the role `admin`. */
@@ -104,6 +110,7 @@ export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule 
     audit: deps.audit,
     forget: deps.forget,
     revokeSessions: deps.revokeSessions,
+    resetMfa: deps.resetMfa,
   });
   const adminOnly = requireAuth({ roles: [adminRole] });
   const rules = new Map<string, AuthRule>(

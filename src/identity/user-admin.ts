@@ -76,6 +76,7 @@ export interface UserAdmin {
     input: { userId: string; password: string },
   ): Promise<void>;
   deleteUser(actor: AdminActor, meta: AdminRequestMeta, input: { userId: string }): Promise<void>;
+  resetUserMfa(actor: AdminActor, meta: AdminRequestMeta, input: { userId: string }): Promise<void>;
 }
 
 export interface UserAdminDeps {
@@ -86,6 +87,8 @@ export interface UserAdminDeps {
   forget: (userId: string) => void;
   /** Revokes the user's sessions (on deactivation and on a password set by an admin). */
   revokeSessions: (userId: string, reason: string) => Promise<number>;
+  /** Turns a user's MFA off and deletes its secret and recovery codes; was it on? */
+  resetMfa: (userId: string) => Promise<boolean>;
 }
 
 const userNotFound = (): DomainError =>
@@ -100,7 +103,7 @@ const selfLockout = (what: string): DomainError =>
 const auditView = (user: UserRecord) => ({ roles: user.roles, is_active: user.isActive });
 
 export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
-  const { users, passwords, audit, forget, revokeSessions } = deps;
+  const { users, passwords, audit, forget, revokeSessions, resetMfa } = deps;
 
   /** A successful change, committed to the audit log before the answer is sent. */
   const record = (
@@ -216,6 +219,17 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
         action: "user_set_password",
         target: `user:${user.id}`,
         details: { changed: ["password"], sessions_revoked: sessionsRevoked },
+      });
+    },
+
+    async resetUserMfa(actor, meta, input) {
+      const user = await existing(input.userId);
+      const wasEnabled = await resetMfa(user.id);
+      forget(user.id);
+      await record(actor, meta, {
+        action: "user_mfa_reset",
+        target: `user:${user.id}`,
+        details: { mfa_was_enabled: wasEnabled },
       });
     },
 

@@ -1,3 +1,4 @@
+import { generateSync } from "otplib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -71,5 +72,36 @@ describe("user administration in the core", () => {
     const res = await call("GET", "/api/admin/users", viewer);
     expect(res.status).toBe(403);
     expect((res.body.details as { reason: string }[])[0]?.reason).toBe("ROLE");
+  });
+
+  it("lets an admin reset a user's MFA, after which they log in with the password alone", async () => {
+    const admin = await token("root");
+    const created = await call("POST", "/api/admin/users", admin, {
+      username: "lostphone",
+      email: "",
+      password: "lostphone-password-long",
+      roles: ["viewer"],
+    });
+    const id = created.body.user_id as string;
+    const own = await token("lostphone", "lostphone-password-long");
+    const secret = (await call("POST", "/auth/mfa/enroll", own, {})).body.secret as string;
+    const first = generateSync({ secret, epoch: Math.floor(Date.now() / 1000) });
+    expect((await call("POST", "/auth/mfa/activate", own, { code: first })).status).toBe(200);
+    const withoutCode = await fetch(`${server.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "lostphone", password: "lostphone-password-long" }),
+    });
+    expect(withoutCode.status).toBe(401);
+
+    const viewer = await token("vera");
+    expect((await call("POST", `/api/admin/users/${id}/mfa:reset`, viewer, {})).status).toBe(403);
+    expect((await call("POST", `/api/admin/users/${id}/mfa:reset`, admin, {})).status).toBe(200);
+    await token("lostphone", "lostphone-password-long");
+    const { rows } = await server.core.db.query<{ details: { mfa_was_enabled: boolean } }>(
+      "SELECT details FROM audit_events WHERE action = 'user_mfa_reset' AND target = $1",
+      [`user:${id}`],
+    );
+    expect(rows).toEqual([{ details: { mfa_was_enabled: true } }]);
   });
 });

@@ -71,6 +71,7 @@ beforeAll(async () => {
     passwords: await createPasswordHasher(),
     forget: (id) => forgotten.push(id),
     revokeSessions: (id, reason) => created.identity.revokeUserSessions(id, reason),
+    resetMfa: (id) => created.identity.mfa.reset(id),
   });
   const { listener } = createApp({
     modules: [created.module, userAdminModule],
@@ -399,6 +400,7 @@ describe("who may call", () => {
     ["GET", `/${someId}`, undefined],
     ["PATCH", `/${someId}`, { is_active: false }],
     ["POST", `/${someId}/password`, { password: userPassword }],
+    ["POST", `/${someId}/mfa:reset`, {}],
     ["DELETE", `/${someId}`, undefined],
   ];
   const grpcCalls = (options: { headers?: Record<string, string> }) => [
@@ -407,6 +409,7 @@ describe("who may call", () => {
     grpc.getUser({ userId: someId }, options),
     grpc.updateUser({ userId: someId, isActive: false }, options),
     grpc.setUserPassword({ userId: someId, password: userPassword }, options),
+    grpc.resetUserMfa({ userId: someId }, options),
     grpc.deleteUser({ userId: someId }, options),
   ];
 
@@ -418,8 +421,8 @@ describe("who may call", () => {
     const failures = await Promise.all(
       grpcCalls(bearer(viewerToken)).map((call) => call.then(() => undefined, grpcFailure)),
     );
-    expect(failures).toEqual(Array(6).fill({ code: Code.PermissionDenied, reason: "ROLE" }));
-    expect(UserAdminService.methods.length).toBe(6);
+    expect(failures).toEqual(Array(7).fill({ code: Code.PermissionDenied, reason: "ROLE" }));
+    expect(UserAdminService.methods.length).toBe(7);
   });
 
   it("refuses calls without a token: 401 over REST, Unauthenticated over gRPC", async () => {
@@ -430,7 +433,7 @@ describe("who may call", () => {
     const failures = await Promise.all(
       grpcCalls({}).map((call) => call.then(() => undefined, grpcFailure)),
     );
-    expect(failures).toEqual(Array(6).fill({ code: Code.Unauthenticated, reason: "MISSING" }));
+    expect(failures).toEqual(Array(7).fill({ code: Code.Unauthenticated, reason: "MISSING" }));
   });
 });
 

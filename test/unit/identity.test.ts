@@ -166,6 +166,7 @@ async function setup(now = () => Date.now()) {
       enroll: async () => ({ secret: "", otpauthUri: "" }),
       activate: async () => ({ recoveryCodes: [] }),
       disable: async () => undefined,
+      reset: async () => false,
     },
     refreshTtlSeconds: 3600,
     mfaRequired: false,

@@ -202,6 +202,7 @@ function setup() {
       revoked.push(id);
       return 1;
     },
+    resetMfa: async () => true,
   });
   return { admin, store, rows, events, forgotten, revoked };
 }
@@ -444,6 +445,7 @@ describe("user administration (domain)", () => {
       },
       forget: () => undefined,
       revokeSessions: async () => 0,
+      resetMfa: async () => false,
     });
     const err = await rejection(
       admin.createUser({ userId: root.id }, meta, {
