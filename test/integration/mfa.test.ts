@@ -1,5 +1,6 @@
 import { generateSync } from "otplib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 const password = "mfa-user-password-long";
@@ -12,22 +13,8 @@ beforeAll(async () => {
 });
 afterAll(async () => server?.close());
 
-async function post(path: string, body: unknown, token?: string) {
-  const res = await fetch(`${server.url}${path}`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-    },
-    body: JSON.stringify(body),
-  });
-  const json = (await res.json()) as Record<string, unknown>;
-  return {
-    status: res.status,
-    body: json,
-    reason: (json.details as { reason?: string }[] | undefined)?.[0]?.reason,
-  };
-}
+const post = (path: string, body: unknown, token?: string) =>
+  callJson(server.url, path, body, { token });
 
 /** The TOTP code of `secret` `steps` steps from now (±1 step is accepted). */
 const code = (secret: string, steps = 0) =>
@@ -135,22 +122,8 @@ describe("MFA_REQUIRED=true", () => {
   });
   afterAll(async () => strict?.close());
 
-  const call = async (path: string, body: unknown, token?: string) => {
-    const res = await fetch(`${strict.url}${path}`, {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        ...(token ? { authorization: `Bearer ${token}` } : {}),
-      },
-      body: JSON.stringify(body),
-    });
-    const json = (await res.json()) as Record<string, unknown>;
-    return {
-      status: res.status,
-      body: json,
-      reason: (json.details as { reason?: string }[] | undefined)?.[0]?.reason,
-    };
-  };
+  const call = (path: string, body: unknown, token?: string) =>
+    callJson(strict.url, path, body, { token });
 
   it("gives a user without MFA a token that can enrol and nothing else", async () => {
     const login = await call("/auth/login", { username: "newbie", password });

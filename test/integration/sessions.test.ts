@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 const password = "sessions-password-long";
@@ -16,17 +17,8 @@ interface Tokens {
   refresh_expires_in: number;
 }
 
-async function post(path: string, body: unknown, token?: string) {
-  const res = await fetch(`${server.url}${path}`, {
-    method: "POST",
-    headers: {
-      "content-type": "application/json",
-      ...(token ? { authorization: `Bearer ${token}` } : {}),
-    },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-}
+const post = (path: string, body: unknown, token?: string) =>
+  callJson(server.url, path, body, { token });
 
 const login = async () =>
   (await post("/auth/login", { username: "sam", password })).body as unknown as Tokens;
