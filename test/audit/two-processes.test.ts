@@ -10,6 +10,7 @@ import {
 import { silentLogger } from "../../src/log.js";
 import { migrate } from "../../src/storage/index.js";
 import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { raceForAdvisoryLock } from "../support/lock-race.js";
 
 const url = process.env.TEST_DATABASE_URL?.trim();
 const child = fileURLToPath(new URL("./write-child.ts", import.meta.url));
@@ -53,26 +54,10 @@ describe.skipIf(!url)("audit writers in two processes on one PostgreSQL schema",
     try {
       await migrate(db, silentLogger);
       // Hold the chain's lock until both children wait for it, so that they really compete.
-      const results = await db.session(async (session) => {
-        await session.query(`SELECT pg_advisory_lock(${auditChainLockKey})`);
-        const children = [
-          runChild(connection, schema, "first"),
-          runChild(connection, schema, "second"),
-        ];
-        const deadline = Date.now() + 30_000;
-        for (;;) {
-          const { rows } = await session.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-             WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`,
-            [appName],
-          );
-          if (rows[0]?.n === 2) break;
-          if (Date.now() > deadline) throw new Error("the children never waited for the lock");
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-        await session.query(`SELECT pg_advisory_unlock(${auditChainLockKey})`);
-        return Promise.all(children);
-      });
+      const results = await raceForAdvisoryLock(db, auditChainLockKey, appName, () => [
+        runChild(connection, schema, "first"),
+        runChild(connection, schema, "second"),
+      ]);
 
       for (const result of results) expect(result, result.err).toMatchObject({ code: 0 });
       for (const result of results) {

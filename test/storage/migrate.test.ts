@@ -9,6 +9,7 @@ import { silentLogger } from "../../src/log.js";
 import { type Database, migrate, readMigrations } from "../../src/storage/index.js";
 import { migrationLockKey, migrationsDirectory } from "../../src/storage/migrate.js";
 import { databaseTargets, openTestPostgres, testSchemaName } from "../support/database.js";
+import { raceForAdvisoryLock } from "../support/lock-race.js";
 
 const usersFile = join(migrationsDirectory(), "0001_users.sql");
 
@@ -151,23 +152,10 @@ describe.skipIf(!url)("migrations from two processes on one PostgreSQL schema", 
     const db = await openTestPostgres(base, schema);
     try {
       // Hold the migration lock until both children wait for it, then let them race.
-      const results = await db.session(async (session) => {
-        await session.query(`SELECT pg_advisory_lock(${migrationLockKey})`);
-        const children = [runChild(connection, schema), runChild(connection, schema)];
-        const deadline = Date.now() + 20_000;
-        for (;;) {
-          const { rows } = await session.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-             WHERE l.locktype = 'advisory' AND NOT l.granted AND a.application_name = $1`,
-            [appName],
-          );
-          if (rows[0]?.n === 2) break;
-          if (Date.now() > deadline) throw new Error("the children never waited for the lock");
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-        await session.query(`SELECT pg_advisory_unlock(${migrationLockKey})`);
-        return Promise.all(children);
-      });
+      const results = await raceForAdvisoryLock(db, migrationLockKey, appName, () => [
+        runChild(connection, schema),
+        runChild(connection, schema),
+      ]);
 
       for (const result of results) expect(result, result.err).toMatchObject({ code: 0 });
       const applied = results.map(
