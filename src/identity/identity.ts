@@ -27,6 +27,7 @@ export type { NewUserInput } from "./user-management.js";
 export type { InvalidReason, ValidateOutcome } from "./validation.js";
 
 export interface AuthenticatedUser {
+  kind: "user" | "service";
   userId: string;
   username: string;
   roles: readonly string[];
@@ -312,6 +313,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
         );
       }
       return {
+        kind: "user",
         userId: outcome.userId,
         username: outcome.username,
         roles: outcome.roles,

@@ -23,11 +23,13 @@ import type { Logger } from "../log.js";
 import { clientAddressKey } from "./context.js";
 import { type HealthChecker, registerHealth } from "./health.js";
 import {
+  type ApiKeyVerifier,
   type Authenticator,
   type AuthRule,
   createAuthInterceptor,
   createRequestInterceptor,
   publicMethod,
+  type RefusedCall,
 } from "./interceptors.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
 import { createRestTranscoder } from "./transcoder/index.js";
@@ -46,6 +48,10 @@ export interface ServiceModule {
 export interface AppOptions {
   modules: readonly ServiceModule[];
   authenticator: Authenticator;
+  /** Checks X-API-Key for methods whose rule asks for key scopes. */
+  apiKeys?: ApiKeyVerifier;
+  /** Records calls refused by authentication or authorisation (fail closed when it throws). */
+  onRefused?: (call: RefusedCall) => Promise<void>;
   health: HealthChecker;
   log: Logger;
   maxBodyBytes: number;
@@ -74,7 +80,12 @@ export function createApp(options: AppOptions): {
   const router = createConnectRouter({
     interceptors: [
       createRequestInterceptor(log),
-      createAuthInterceptor(options.authenticator, authRules),
+      createAuthInterceptor({
+        authenticator: options.authenticator,
+        rules: authRules,
+        ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
+        ...(options.onRefused ? { onRefused: options.onRefused } : {}),
+      }),
       createValidateInterceptor(),
     ],
     readMaxBytes: options.maxBodyBytes,

@@ -9,11 +9,16 @@ import { silentLogger } from "../log.js";
 
 /** Who is calling, once a bearer token has been verified. */
 export interface Principal {
+  /** A person (logged in) or a service account (client credentials). */
+  kind: "user" | "service";
+  /** The user's or the service account's id. */
   userId: string;
   username: string;
   roles: readonly string[];
-  /** The login session of the caller's access token. */
+  /** The login session of a user's access token; empty for service accounts. */
   sessionId: string;
+  /** The API key presented with the call, when the method asks for one. */
+  apiKey?: { id: string; scopes: readonly string[] };
 }
 
 export const requestIdKey = createContextKey<string>("", { description: "request id" });

@@ -1,9 +1,14 @@
 import { randomUUID } from "node:crypto";
 import { ConnectError, type Interceptor } from "@connectrpc/connect";
-import { permissionDenied } from "../errors.js";
-import type { AuthenticatedUser } from "../identity/identity.js";
+import { DomainError, permissionDenied, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
-import { loggerKey, type Principal, principalKey, requestIdKey } from "./context.js";
+import {
+  clientAddressKey,
+  loggerKey,
+  type Principal,
+  principalKey,
+  requestIdKey,
+} from "./context.js";
 import { toConnectError } from "./error-boundary.js";
 
 const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -68,44 +73,152 @@ export type AuthRule =
   | {
       public: false;
       roles: readonly string[];
+      /**
+       * The call also needs an `X-API-Key` whose scopes include every one of these
+       * (administrative APIs: a token AND a scoped key).
+       */
+      apiKeyScopes?: readonly string[];
       /** Also accept enrolment-only tokens (MFA_REQUIRED), for the MFA enrolment calls. */
       allowMfaEnrollment?: boolean;
     };
 
 export const publicMethod: AuthRule = { public: true };
 
-/** A method callable by any authenticated user holding at least one of `roles` (any user when empty). */
-export function requireAuth(options: { roles?: readonly string[] } = {}): AuthRule {
-  return { public: false, roles: options.roles ?? [] };
+/**
+ * A method callable by any authenticated caller holding at least one of `roles`
+ * (anyone authenticated when empty) and, with `apiKeyScopes`, an API key with all of them.
+ */
+export function requireAuth(
+  options: { roles?: readonly string[]; apiKeyScopes?: readonly string[] } = {},
+): AuthRule {
+  return {
+    public: false,
+    roles: options.roles ?? [],
+    ...(options.apiKeyScopes ? { apiKeyScopes: options.apiKeyScopes } : {}),
+  };
+}
+
+/** Who a valid bearer token belongs to. */
+export interface AuthenticatedCaller {
+  kind: "user" | "service";
+  userId: string;
+  username: string;
+  roles: readonly string[];
+  sessionId: string;
 }
 
 export interface Authenticator {
+  /** Throws an `unauthenticated` DomainError when the token is missing or not valid. */
   authenticate(
     authorization: string | null,
     options?: { allowMfaEnrollment?: boolean },
-  ): Promise<AuthenticatedUser>;
+  ): Promise<AuthenticatedCaller>;
+}
+
+/** Checks an `X-API-Key` value. */
+export interface ApiKeyVerifier {
+  /**
+   * The key's id and scopes; throws an `unauthenticated` DomainError (reason
+   * API_KEY_INVALID) when the key is unknown, revoked or expired.
+   */
+  verify(key: string): Promise<{ id: string; scopes: readonly string[] }>;
+}
+
+/** A call refused by authentication or authorisation, for the audit trail. */
+export interface RefusedCall {
+  rpc: string;
+  requestId: string;
+  clientAddress: string;
+  /** The caller when the token was valid (refused for a role or a key). */
+  caller?: AuthenticatedCaller;
+  apiKeyId?: string;
+  error: DomainError;
+}
+
+export interface AuthInterceptorOptions {
+  authenticator: Authenticator;
+  /** Keyed by "<package.Service>/<Method>". */
+  rules: ReadonlyMap<string, AuthRule>;
+  /** Needed as soon as a rule asks for API key scopes; without it such calls are refused. */
+  apiKeys?: ApiKeyVerifier;
+  /**
+   * Told of every refused call to a protected method before the refusal is
+   * answered; when it throws, the caller gets that error instead (the refusal
+   * must not go unrecorded).
+   */
+  onRefused?: (call: RefusedCall) => Promise<void>;
 }
 
 /**
- * Authenticates every call whose method is not public, and checks its roles.
- * `rules` is keyed by "<package.Service>/<Method>".
+ * Authenticates every call whose method is not public, then checks, in this
+ * order: the API key (401 when missing or not valid), the roles (403 ROLE),
+ * the key's scopes (403 API_KEY_SCOPE).
  */
-export function createAuthInterceptor(
-  authenticator: Authenticator,
-  rules: ReadonlyMap<string, AuthRule>,
-): Interceptor {
-  const anyUser = requireAuth();
+export function createAuthInterceptor(options: AuthInterceptorOptions): Interceptor {
+  const { authenticator, rules, apiKeys, onRefused } = options;
+  const anyCaller = requireAuth();
   return (next) => async (req) => {
-    const rule = rules.get(`${req.service.typeName}/${req.method.name}`) ?? anyUser;
+    const rpc = `${req.service.typeName}/${req.method.name}`;
+    const rule = rules.get(rpc) ?? anyCaller;
     if (rule.public) return next(req);
-    const user = await authenticator.authenticate(req.header.get("authorization"), {
-      allowMfaEnrollment: rule.allowMfaEnrollment === true,
-    });
-    if (rule.roles.length > 0 && !rule.roles.some((r) => user.roles.includes(r))) {
-      throw permissionDenied("ROLE", `this call needs one of the roles: ${rule.roles.join(", ")}`);
+    let caller: AuthenticatedCaller | undefined;
+    let apiKey: { id: string; scopes: readonly string[] } | undefined;
+    try {
+      caller = await authenticator.authenticate(req.header.get("authorization"), {
+        allowMfaEnrollment: rule.allowMfaEnrollment === true,
+      });
+      const scopes = rule.apiKeyScopes ?? [];
+      if (scopes.length > 0) apiKey = await verifyApiKey(apiKeys, req.header.get("x-api-key"));
+      if (rule.roles.length > 0 && !rule.roles.some((r) => caller?.roles.includes(r))) {
+        throw permissionDenied(
+          "ROLE",
+          `this call needs one of the roles: ${rule.roles.join(", ")}`,
+        );
+      }
+      const missing = scopes.filter((s) => !apiKey?.scopes.includes(s));
+      if (missing.length > 0) {
+        throw permissionDenied(
+          "API_KEY_SCOPE",
+          `API key lacks the needed permission: ${missing.join(", ")}`,
+          { metadata: { missing_scopes: missing.join(",") } },
+        );
+      }
+    } catch (err) {
+      if (onRefused !== undefined && err instanceof DomainError) {
+        await onRefused({
+          rpc,
+          requestId: req.contextValues.get(requestIdKey),
+          clientAddress: req.contextValues.get(clientAddressKey),
+          ...(caller ? { caller } : {}),
+          ...(apiKey ? { apiKeyId: apiKey.id } : {}),
+          error: err,
+        });
+      }
+      throw err;
     }
-    const principal: Principal = { ...user };
+    const principal: Principal = {
+      kind: caller.kind,
+      userId: caller.userId,
+      username: caller.username,
+      roles: caller.roles,
+      sessionId: caller.sessionId,
+      ...(apiKey ? { apiKey } : {}),
+    };
     req.contextValues.set(principalKey, principal);
     return next(req);
   };
+}
+
+async function verifyApiKey(
+  apiKeys: ApiKeyVerifier | undefined,
+  header: string | null,
+): Promise<{ id: string; scopes: readonly string[] }> {
+  if (header === null || header.trim() === "") {
+    throw unauthenticated("API_KEY_MISSING", "this call needs an X-API-Key header");
+  }
+  // Fail closed: a method asking for a key on a server that cannot check keys refuses.
+  if (apiKeys === undefined) {
+    throw unauthenticated("API_KEY_INVALID", "API keys cannot be checked on this server");
+  }
+  return apiKeys.verify(header.trim());
 }

@@ -61,7 +61,7 @@ async function start(): Promise<RunningServer> {
       async authenticate(authorization) {
         const user = users[(authorization ?? "").replace(/^Bearer /, "")];
         if (!user) throw unauthenticated("MISSING", "no valid token");
-        return user;
+        return { kind: "user", ...user };
       },
     },
     health: { check: async () => "SERVING" },
