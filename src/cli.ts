@@ -21,14 +21,18 @@ Commands:
   users create --username NAME [--email EMAIL] [--role ROLE ...]
                              Create a user. The password is read from the environment
                              variable TRAITGATE_PASSWORD or, if unset, from standard input.
+  service-accounts create --name NAME [--description TEXT] [--role ROLE ...]
+                             Create a service account (client credentials for POST
+                             /auth/token); prints its client secret once.
   audit verify               Check the audit log's hash chain; exit 1 naming the first broken
                              event. (With the embedded database, stop the server first.)
   help                       Show this text.
 
 Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
 JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
-TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, MFA_REQUIRED, TLS_CERT_FILE, TLS_KEY_FILE,
-DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS, MAX_BODY_BYTES. See README.md.`;
+TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, SERVICE_TOKEN_TTL_SECONDS, MFA_REQUIRED,
+TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
+MAX_BODY_BYTES. See README.md.`;
 
 function fail(message: string): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -174,6 +178,59 @@ async function usersCreate(args: string[]): Promise<void> {
   }
 }
 
+async function serviceAccountsCreate(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      name: { type: "string" },
+      description: { type: "string", default: "" },
+      role: { type: "string", multiple: true, default: [] },
+    },
+    strict: true,
+  });
+  if (!values.name) fail("service-accounts create needs --name");
+  if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(values.name)) {
+    fail("--name must be 2–63 lower-case letters, digits or hyphens");
+  }
+  for (const role of values.role) {
+    if (!/^[a-z][a-z0-9_-]{0,63}$/.test(role)) fail(`--role "${role}" is not a valid role name`);
+  }
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
+  try {
+    await migrate(db, log);
+    const audit = createAuditWriter({ db, log });
+    try {
+      const { serviceAccounts } = await createIdentityModule({
+        db,
+        jwt: config.jwt,
+        log,
+        audit,
+        dataKeys: config.dataKeys,
+        mfaRequired: config.mfaRequired,
+      });
+      const { account, clientSecret } = await serviceAccounts.create(
+        { userId: "", kind: "system" },
+        { requestId: `cli-${randomBytes(8).toString("hex")}` },
+        { name: values.name, description: values.description, roles: values.role },
+      );
+      process.stderr.write("The client secret is shown once; store it in the service's secrets.\n");
+      process.stdout.write(
+        `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
+      );
+    } finally {
+      await audit.close();
+    }
+  } finally {
+    await db.close();
+  }
+}
+
 async function auditVerify(): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: "warn", destination: process.stderr });
@@ -202,6 +259,9 @@ async function main(argv: string[]): Promise<void> {
     case "audit":
       if (sub === "verify") return auditVerify();
       return fail(`unknown audit command "${sub ?? ""}"\n\n${usage}`);
+    case "service-accounts":
+      if (sub === "create") return serviceAccountsCreate(rest);
+      return fail(`unknown service-accounts command "${sub ?? ""}"\n\n${usage}`);
     case "users":
       if (sub === "create") return usersCreate(rest);
       return fail(`unknown users command "${sub ?? ""}"\n\n${usage}`);

@@ -25,6 +25,8 @@ export interface JwtConfig {
   ttlSeconds: number;
   /** Lifetime of refresh tokens (each is single-use; rotation issues the next). */
   refreshTtlSeconds: number;
+  /** Lifetime of service-account tokens (client credentials): short, there is no revocation list. */
+  serviceTtlSeconds: number;
 }
 
 export interface Config {
@@ -215,6 +217,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
         7_776_000,
         problems,
       ),
+      serviceTtlSeconds: intVar(env, "SERVICE_TOKEN_TTL_SECONDS", 600, 60, 3600, problems),
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),

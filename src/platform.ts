@@ -1,4 +1,4 @@
-import { type AuditWriter, createAuditWriter } from "./audit/index.js";
+import { type AuditWriter, auditRefusedCalls, createAuditWriter } from "./audit/index.js";
 import { type Config, embeddedDatabaseDir } from "./config.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
@@ -44,6 +44,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     const {
       identity,
       module: identityModule,
+      serviceAccountAdmin,
       passwords,
     } = await createIdentityModule({
       db,
@@ -58,6 +59,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     const { listener } = createApp({
       modules: [
         identityModule,
+        serviceAccountAdmin,
         createUserAdminModule({
           db,
           audit,
@@ -68,6 +70,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         }),
       ],
       authenticator: identity,
+      onRefused: auditRefusedCalls(audit),
       health: {
         check: () =>
           db.ping(1000).then(

@@ -9,6 +9,7 @@ export {
   type Outcome,
   outcomes,
 } from "./event.js";
+export { auditRefusedCalls } from "./refused-calls.js";
 export { type AppendedEvent, auditChainLockKey } from "./store.js";
 export {
   type AuditChainReport,

@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
-import { DomainError, unauthenticated } from "../errors.js";
+import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Mfa } from "./mfa.js";
+import { checkPasswordPolicy } from "./password-policy.js";
 import type { PasswordHasher } from "./passwords.js";
+import type { ServiceAccountStore } from "./service-account-store.js";
 import type { SessionState, SessionStore } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
@@ -13,6 +15,7 @@ import type { User, UserStore } from "./user-store.js";
 import {
   createTokenValidation,
   mfaEnrollScope,
+  type ServiceAccountState,
   type UserState,
   type ValidateOutcome,
 } from "./validation.js";
@@ -66,6 +69,17 @@ export interface Identity {
   logout(caller: Caller, meta: RequestMeta): Promise<void>;
   /** Revokes every session of the caller; returns how many were open. */
   logoutAll(caller: Caller, meta: RequestMeta): Promise<number>;
+  /**
+   * Sets the caller's own password after checking the current one (a wrong one
+   * counts as a failed login for throttling); revokes the caller's other
+   * sessions and returns how many.
+   */
+  changePassword(
+    caller: Caller,
+    currentPassword: string,
+    newPassword: string,
+    meta: RequestMeta,
+  ): Promise<number>;
   /** Introspects the `authorization` header value; never throws for a bad token. */
   validate(authorization: string | null | undefined): Promise<ValidateOutcome>;
   /**
@@ -83,12 +97,16 @@ export interface Identity {
   setPassword(username: string, password: string): Promise<boolean>;
   /** Drops this process's cached state of a user after a change made elsewhere in it. */
   forgetUser(userId: string): void;
+  /** The same for a service account. */
+  forgetServiceAccount(serviceAccountId: string): void;
   /** Revokes every open session of a user (deactivation, password reset by an admin). */
   revokeUserSessions(userId: string, reason: string): Promise<number>;
 }
 
 export interface IdentityDeps {
   users: UserStore;
+  /** Service accounts are validated like users: active flag and roles. */
+  serviceAccounts: Pick<ServiceAccountStore, "findById">;
   passwords: PasswordHasher;
   tokens: TokenService;
   clock: Clock;
@@ -119,6 +137,10 @@ export function createIdentity(deps: IdentityDeps): Identity {
     const u = await users.findById(id);
     return u ? { id: u.id, username: u.username, isActive: u.isActive, roles: u.roles } : null;
   }, cacheOptions);
+  const serviceAccountStates = createStateCache<ServiceAccountState | null>(async (id) => {
+    const a = await deps.serviceAccounts.findById(id);
+    return a ? { id: a.id, username: a.name, isActive: a.isActive, roles: a.roles } : null;
+  }, cacheOptions);
   const sessionStates = createStateCache<SessionState | null>(
     async (id) => (await sessions.find(id)) ?? null,
     cacheOptions,
@@ -139,7 +161,12 @@ export function createIdentity(deps: IdentityDeps): Identity {
     };
   }
 
-  const check = createTokenValidation({ tokens, userStates, sessionStates });
+  const check = createTokenValidation({
+    tokens,
+    userStates,
+    sessionStates,
+    serviceAccountStates,
+  });
   const validate = async (authorization: string | null | undefined): Promise<ValidateOutcome> => {
     const outcome = await check(authorization);
     return outcome.valid && outcome.enrollmentOnly
@@ -313,7 +340,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
         );
       }
       return {
-        kind: "user",
+        kind: outcome.kind,
         userId: outcome.userId,
         username: outcome.username,
         roles: outcome.roles,
@@ -321,7 +348,57 @@ export function createIdentity(deps: IdentityDeps): Identity {
       };
     },
 
+    async changePassword(caller, currentPassword, newPassword, meta) {
+      const { clientAddress } = meta;
+      const user = await users.findById(caller.userId);
+      if (user === undefined || !user.isActive)
+        throw unauthenticated("UNKNOWN_USER", "no such user");
+      const decision = throttle.check(user.username, clientAddress);
+      if (decision.kind === "refuse") {
+        throw new DomainError(
+          "resource_exhausted",
+          "TOO_MANY_ATTEMPTS",
+          "too many failed attempts; try again later",
+          { retryAfterSeconds: decision.retryAfterMs / 1000 },
+        );
+      }
+      if (decision.delayMs > 0) await sleep(decision.delayMs);
+      if (!(await passwords.verify(user.passwordHash, currentPassword))) {
+        throttle.recordFailure(user.username, clientAddress);
+        await record(meta, {
+          actorType: "user",
+          actorId: user.id,
+          action: "password_change",
+          target: `user:${user.id}`,
+          outcome: "failure",
+          details: { cause: "wrong_password", client_address: clientAddress },
+        });
+        throw unauthenticated("INVALID_CREDENTIALS", "the current password is not right", {
+          field: "current_password",
+        });
+      }
+      checkPasswordPolicy(newPassword, user.username, "new_password");
+      if (newPassword === currentPassword) {
+        throw invalidArgument("PASSWORD_UNCHANGED", "the new password is the current one", {
+          field: "new_password",
+        });
+      }
+      await users.setPasswordHash(user.id, await passwords.hash(newPassword));
+      const others = await sessions.revokeAll(user.id, "password_change", caller.sessionId);
+      for (const id of others) sessionStates.forget(id);
+      await record(meta, {
+        actorType: "user",
+        actorId: user.id,
+        action: "password_change",
+        target: `user:${user.id}`,
+        outcome: "success",
+        details: { sessions_revoked: others.length },
+      });
+      return others.length;
+    },
+
     forgetUser: (id) => userStates.forget(id),
+    forgetServiceAccount: (id) => serviceAccountStates.forget(id),
 
     async revokeUserSessions(userId, reason) {
       const revoked = await sessions.revokeAll(userId, reason);

@@ -10,6 +10,9 @@ import { createMfa } from "./mfa.js";
 import { createMfaStore } from "./mfa-store.js";
 import { createPasswordHasher, type PasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
+import { createServiceAccountStore } from "./service-account-store.js";
+import { createServiceAccounts, type ServiceAccounts } from "./service-accounts.js";
+import { createServiceAccountAdminModule } from "./service-accounts-service.js";
 import { createSessionStore } from "./session-store.js";
 import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
 import { type Clock, createTokenService, systemClock } from "./tokens.js";
@@ -31,6 +34,8 @@ const rules = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/Login`, publicMethod],
   // The refresh token is the credential.
   [`${IdentityService.typeName}/Refresh`, publicMethod],
+  // The client credentials are the credential.
+  [`${IdentityService.typeName}/Token`, publicMethod],
   // With MFA_REQUIRED, a user without MFA holds an enrolment-only token: it is good for these.
   [`${IdentityService.typeName}/EnrollMfa`, { public: false, roles: [], allowMfaEnrollment: true }],
   [
@@ -42,19 +47,33 @@ const rules = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
 ]);
 
-/** Wires the identity area: store, hasher, token keys, domain and Connect service. */
-export async function createIdentityModule(
-  deps: IdentityModuleDeps,
-): Promise<{ identity: Identity; module: ServiceModule; passwords: PasswordHasher }> {
+export interface IdentityModule {
+  identity: Identity;
+  serviceAccounts: ServiceAccounts;
+  /** IdentityService. */
+  module: ServiceModule;
+  /** ServiceAccountAdminService. */
+  serviceAccountAdmin: ServiceModule;
+  passwords: PasswordHasher;
+}
+
+/** Wires the identity area: stores, hasher, token keys, domain and Connect services. */
+export async function createIdentityModule(deps: IdentityModuleDeps): Promise<IdentityModule> {
   const clock = deps.clock ?? systemClock;
   const passwords = await createPasswordHasher();
+  const tokens = await createTokenService(deps.jwt, clock);
+  const log = deps.log.child({ area: "identity" });
+  // One throttle for logins and token requests: an address failing at either is counted once.
+  const throttle = createLoginThrottle(clock, deps.throttlePolicy);
+  const serviceAccountStore = createServiceAccountStore(deps.db);
   const identity = createIdentity({
     users: createUserStore(deps.db),
+    serviceAccounts: serviceAccountStore,
     passwords,
-    tokens: await createTokenService(deps.jwt, clock),
+    tokens,
     clock,
-    log: deps.log.child({ area: "identity" }),
-    throttle: createLoginThrottle(clock, deps.throttlePolicy),
+    log,
+    throttle,
     sessions: createSessionStore(deps.db),
     mfa: createMfa({
       store: createMfaStore(deps.db),
@@ -67,10 +86,22 @@ export async function createIdentityModule(
     refreshTtlSeconds: deps.jwt.refreshTtlSeconds,
     mfaRequired: deps.mfaRequired,
   });
-  const service = createIdentityService(identity);
+  const serviceAccounts = createServiceAccounts({
+    store: serviceAccountStore,
+    tokens,
+    clock,
+    throttle,
+    audit: deps.audit,
+    log,
+    tokenTtlSeconds: deps.jwt.serviceTtlSeconds,
+    forget: (id) => identity.forgetServiceAccount(id),
+  });
+  const service = createIdentityService(identity, serviceAccounts);
   return {
     identity,
+    serviceAccounts,
     passwords,
+    serviceAccountAdmin: createServiceAccountAdminModule(serviceAccounts),
     module: {
       services: [IdentityService],
       register: (router) => router.service(IdentityService, service),

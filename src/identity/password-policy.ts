@@ -316,9 +316,9 @@ const messages: Record<PasswordProblem, string> = {
  * PASSWORD_TOO_LONG or PASSWORD_TOO_COMMON) when the password breaks the policy.
  * `username`: the account's, refused as a password in any letter case.
  */
-export function checkPasswordPolicy(password: string, username?: string): void {
+export function checkPasswordPolicy(password: string, username?: string, field = "password"): void {
   const problem = passwordProblem(password, username);
   if (problem !== undefined) {
-    throw invalidArgument(problem, messages[problem], { field: "password" });
+    throw invalidArgument(problem, messages[problem], { field });
   }
 }

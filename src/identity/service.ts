@@ -1,12 +1,16 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
-import { unauthenticated } from "../errors.js";
+import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
 import { clientAddressKey, type Principal, principalKey, requestIdKey } from "../server/context.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
+import type { ServiceAccounts } from "./service-accounts.js";
 
 /** Thin Connect handlers: parse → call the domain → map the result. */
-export function createIdentityService(identity: Identity): ServiceImpl<typeof IdentityService> {
+export function createIdentityService(
+  identity: Identity,
+  serviceAccounts: Pick<ServiceAccounts, "issueToken">,
+): ServiceImpl<typeof IdentityService> {
   return {
     async login(req, ctx) {
       const { username, password, totpCode } = req;
@@ -32,6 +36,24 @@ export function createIdentityService(identity: Identity): ServiceImpl<typeof Id
       await identity.mfa.disable(caller(ctx), req.code, meta(ctx));
       return {};
     },
+    async token(req, ctx) {
+      const { clientId, clientSecret } = clientCredentials(
+        req.clientId,
+        req.clientSecret,
+        ctx.requestHeader.get("authorization"),
+      );
+      const issued = await serviceAccounts.issueToken(clientId, clientSecret, meta(ctx));
+      return { accessToken: issued.token, tokenType: "Bearer", expiresIn: issued.expiresIn };
+    },
+    async changePassword(req, ctx) {
+      const revoked = await identity.changePassword(
+        caller(ctx),
+        req.currentPassword,
+        req.newPassword,
+        meta(ctx),
+      );
+      return { sessionsRevoked: revoked };
+    },
     async validate(_req, ctx) {
       const outcome = await identity.validate(ctx.requestHeader.get("authorization"));
       if (!outcome.valid) return { valid: false, reason: outcome.reason };
@@ -41,6 +63,7 @@ export function createIdentityService(identity: Identity): ServiceImpl<typeof Id
         username: outcome.username,
         roles: outcome.roles,
         expiresAt: timestampFromDate(outcome.expiresAt),
+        principalType: outcome.kind,
       };
     },
     async getJwks() {
@@ -66,11 +89,55 @@ function meta(ctx: HandlerContext): RequestMeta {
   };
 }
 
-/** The authenticated caller, set by the auth interceptor for every non-public method. */
+/**
+ * The authenticated person, set by the auth interceptor for every non-public method.
+ * The identity calls that need a caller (logout, MFA, password) are for people:
+ * service accounts have no session, MFA or password.
+ */
 function caller(ctx: HandlerContext): Principal {
   const principal = ctx.values.get(principalKey);
   if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  if (principal.kind !== "user") {
+    throw permissionDenied("USER_TOKEN_REQUIRED", "this call is for users, not service accounts");
+  }
   return principal;
+}
+
+/**
+ * Client credentials from the body, or from HTTP Basic (RFC 6749 §2.3.1: both parts
+ * form-urlencoded) when the body has none. Both at once are refused.
+ */
+function clientCredentials(
+  bodyId: string,
+  bodySecret: string,
+  authorization: string | null,
+): { clientId: string; clientSecret: string } {
+  const basic =
+    authorization === null ? null : /^Basic[ \t]+([A-Za-z0-9+/]+=*)$/i.exec(authorization);
+  if (basic === null) {
+    if (bodyId === "") {
+      throw invalidArgument("MISSING_CLIENT_ID", "client_id is required", { field: "client_id" });
+    }
+    return { clientId: bodyId, clientSecret: bodySecret };
+  }
+  if (bodyId !== "" || bodySecret !== "") {
+    throw invalidArgument(
+      "AMBIGUOUS_CLIENT_CREDENTIALS",
+      "send the client credentials either in the body or as HTTP Basic, not both",
+      { field: "client_id" },
+    );
+  }
+  const decoded = Buffer.from(basic[1] ?? "", "base64").toString("utf8");
+  const colon = decoded.indexOf(":");
+  if (colon < 0) throw unauthenticated("INVALID_CLIENT", "client authentication failed");
+  try {
+    return {
+      clientId: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, " ")),
+      clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, " ")),
+    };
+  } catch {
+    throw unauthenticated("INVALID_CLIENT", "client authentication failed");
+  }
 }
 
 export { IdentityService };

@@ -28,8 +28,8 @@ export interface SessionStore {
   refresh(refreshToken: string, refreshTtlSeconds: number): Promise<RefreshOutcome>;
   find(sessionId: string): Promise<SessionState | undefined>;
   revoke(sessionId: string, reason: string): Promise<boolean>;
-  /** Revokes every open session of the user; returns their ids. */
-  revokeAll(userId: string, reason: string): Promise<string[]>;
+  /** Revokes every open session of the user, but `exceptSessionId`; returns their ids. */
+  revokeAll(userId: string, reason: string, exceptSessionId?: string): Promise<string[]>;
 }
 
 export const hashRefreshToken = (token: string): string =>
@@ -117,11 +117,12 @@ export function createSessionStore(db: Database): SessionStore {
       return rowCount > 0;
     },
 
-    async revokeAll(userId, reason) {
+    async revokeAll(userId, reason, exceptSessionId) {
       const { rows } = await db.query<{ id: string }>(
         `UPDATE sessions SET revoked_at = now(), revoked_reason = $2
-          WHERE user_id = $1 AND revoked_at IS NULL RETURNING id`,
-        [userId, reason],
+          WHERE user_id = $1 AND revoked_at IS NULL AND id IS DISTINCT FROM $3::uuid
+          RETURNING id`,
+        [userId, reason, exceptSessionId ?? null],
       );
       return rows.map((r) => r.id);
     },

@@ -28,8 +28,11 @@ export type TokenInvalidReason =
   | "wrong_audience";
 
 export interface AccessClaims {
+  /** Claim `kind`: "service" for service-account tokens; absent (a person) otherwise. */
+  kind: "user" | "service";
+  /** The user's or service account's id (claim `sub`). */
   userId: string;
-  /** The login session the token belongs to (claim `sid`). */
+  /** The login session the token belongs to (claim `sid`); empty for service accounts. */
   sessionId: string;
   /** Claim `scope`: "mfa_enroll" restricts the token to MFA enrolment (MFA_REQUIRED). */
   scope: string | undefined;
@@ -62,13 +65,25 @@ export interface IssuedToken {
 }
 
 export interface TokenService {
-  issue(subject: {
-    id: string;
-    username: string;
-    roles: readonly string[];
-    sessionId: string;
-    scope?: string;
-  }): Promise<IssuedToken>;
+  issue(
+    subject:
+      | {
+          kind?: "user";
+          id: string;
+          username: string;
+          roles: readonly string[];
+          sessionId: string;
+          scope?: string;
+        }
+      | {
+          kind: "service";
+          id: string;
+          username: string;
+          roles: readonly string[];
+          /** Service tokens are short-lived: their own lifetime, not TOKEN_TTL_SECONDS. */
+          ttlSeconds: number;
+        },
+  ): Promise<IssuedToken>;
   verify(token: string): Promise<VerifyResult>;
   /** Public keys for /.well-known/jwks.json; empty for HMAC algorithms. */
   readonly jwks: readonly PublicJwk[];
@@ -168,16 +183,21 @@ function reasonOf(err: unknown): TokenInvalidReason {
 }
 
 function claimsOf(payload: JWTPayload): AccessClaims | undefined {
-  const { sub, exp, jti, sid, username, roles, scope } = payload;
+  const { sub, exp, jti, sid, username, roles, scope, kind } = payload;
   if (typeof sub !== "string" || typeof exp !== "number" || typeof jti !== "string") {
     return undefined;
   }
-  if (typeof sid !== "string" || typeof username !== "string" || !Array.isArray(roles)) {
-    return undefined;
-  }
+  if (typeof username !== "string" || !Array.isArray(roles)) return undefined;
   if (!roles.every((r): r is string => typeof r === "string")) return undefined;
   if (scope !== undefined && typeof scope !== "string") return undefined;
-  return { userId: sub, sessionId: sid, scope, username, roles, exp, jti };
+  if (kind === "service") {
+    // Service tokens belong to no session and carry no scope.
+    if (sid !== undefined || scope !== undefined) return undefined;
+    return { kind, userId: sub, sessionId: "", scope, username, roles, exp, jti };
+  }
+  // A user's token must name its session.
+  if (kind !== undefined || typeof sid !== "string" || sid === "") return undefined;
+  return { kind: "user", userId: sub, sessionId: sid, scope, username, roles, exp, jti };
 }
 
 export async function createTokenService(
@@ -191,7 +211,7 @@ export async function createTokenService(
     issuer: cfg.issuer,
     audience: cfg.audience,
     clockTolerance: leewaySeconds,
-    requiredClaims: ["sub", "exp", "iat", "nbf", "jti", "sid"],
+    requiredClaims: ["sub", "exp", "iat", "nbf", "jti"],
   };
   const keyFor = (header: { kid?: string }): VerifyKey => {
     const key = header.kid === undefined ? undefined : ring.verifyKeys.get(header.kid);
@@ -203,11 +223,13 @@ export async function createTokenService(
     jwks: ring.jwks,
     async issue(subject) {
       const nowSeconds = Math.floor(clock.now() / 1000);
+      const ttlSeconds = subject.kind === "service" ? subject.ttlSeconds : cfg.ttlSeconds;
       const token = await new SignJWT({
         username: subject.username,
         roles: [...subject.roles],
-        sid: subject.sessionId,
-        ...(subject.scope ? { scope: subject.scope } : {}),
+        ...(subject.kind === "service"
+          ? { kind: "service" }
+          : { sid: subject.sessionId, ...(subject.scope ? { scope: subject.scope } : {}) }),
       })
         .setProtectedHeader({ alg: cfg.algorithm, kid: ring.signingKid, typ: "JWT" })
         .setIssuer(cfg.issuer)
@@ -215,10 +237,10 @@ export async function createTokenService(
         .setSubject(subject.id)
         .setIssuedAt(nowSeconds)
         .setNotBefore(nowSeconds)
-        .setExpirationTime(nowSeconds + cfg.ttlSeconds)
+        .setExpirationTime(nowSeconds + ttlSeconds)
         .setJti(randomUUID())
         .sign(ring.signingKey);
-      return { token, expiresIn: cfg.ttlSeconds };
+      return { token, expiresIn: ttlSeconds };
     },
     async verify(token) {
       const nowMs = clock.now();

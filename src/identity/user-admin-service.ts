@@ -83,7 +83,7 @@ function toMessage(user: UserRecord): Omit<User, "$typeName"> {
 function actor(ctx: HandlerContext): AdminActor {
   const principal = ctx.values.get(principalKey);
   if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
-  return { userId: principal.userId };
+  return { userId: principal.userId, kind: principal.kind };
 }
 
 const meta = (ctx: HandlerContext): AdminRequestMeta => ({

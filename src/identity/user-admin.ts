@@ -15,10 +15,19 @@ import type { UserAdminStore, UserChanges, UserRecord, UserStore } from "./user-
 /** The role every user administration call needs. */
 export const adminRole = "admin";
 
-/** The administrator making the call. */
+/** The administrator making the call: a user or service account, or the command line. */
 export interface AdminActor {
+  /** The user's or service account's id; empty for the system (command line). */
   userId: string;
+  /** Default "user". */
+  kind?: "user" | "service" | "system";
 }
+
+/** The audit log's actor fields for an administrator. */
+export const auditActor = (actor: AdminActor) =>
+  actor.kind === "system"
+    ? { actorType: "system" as const, actorId: null }
+    : { actorType: actor.kind ?? ("user" as const), actorId: actor.userId };
 
 export interface AdminRequestMeta {
   requestId: string;
@@ -113,8 +122,7 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
   ) =>
     audit.write({
       ...event,
-      actorType: "user",
-      actorId: actor.userId,
+      ...auditActor(actor),
       outcome: "success",
       requestId: meta.requestId,
     });

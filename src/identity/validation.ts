@@ -18,9 +18,12 @@ export const mfaEnrollScope = "mfa_enroll";
 export type ValidateOutcome =
   | {
       valid: true;
+      /** A person, or a service account (client credentials). */
+      kind: "user" | "service";
       userId: string;
       username: string;
       roles: string[];
+      /** Empty for service accounts, which have no sessions. */
       sessionId: string;
       expiresAt: Date;
       /** The token may only be used to enrol MFA. */
@@ -29,6 +32,9 @@ export type ValidateOutcome =
   | { valid: false; reason: InvalidReason };
 
 export type UserState = Pick<User, "id" | "username" | "isActive" | "roles">;
+
+/** What validation needs of a service account: the same as of a user. */
+export type ServiceAccountState = UserState;
 
 /** `Bearer <token>` → the token; undefined when absent; null when malformed. */
 export function bearerToken(authorization: string | null | undefined): string | undefined | null {
@@ -43,8 +49,9 @@ export function createTokenValidation(deps: {
   tokens: TokenService;
   userStates: StateCache<UserState | null>;
   sessionStates: StateCache<SessionState | null>;
+  serviceAccountStates: StateCache<ServiceAccountState | null>;
 }): (authorization: string | null | undefined) => Promise<ValidateOutcome> {
-  const { tokens, userStates, sessionStates } = deps;
+  const { tokens, userStates, sessionStates, serviceAccountStates } = deps;
   return async (authorization) => {
     const token = bearerToken(authorization);
     if (token === undefined) return { valid: false, reason: "missing" };
@@ -52,6 +59,21 @@ export function createTokenValidation(deps: {
     const result = await tokens.verify(token);
     if (!result.ok) return { valid: false, reason: result.reason };
     const { userId, sessionId } = result.claims;
+    if (result.claims.kind === "service") {
+      const account = await serviceAccountStates.get(userId);
+      if (account === null) return { valid: false, reason: "unknown_user" };
+      if (!account.isActive) return { valid: false, reason: "user_inactive" };
+      return {
+        valid: true,
+        kind: "service",
+        userId: account.id,
+        username: account.username,
+        roles: account.roles,
+        sessionId: "",
+        expiresAt: new Date(result.claims.exp * 1000),
+        enrollmentOnly: false,
+      };
+    }
     const [user, session] = await Promise.all([
       userStates.get(userId),
       sessionStates.get(sessionId),
@@ -63,6 +85,7 @@ export function createTokenValidation(deps: {
     }
     return {
       valid: true,
+      kind: "user",
       userId: user.id,
       username: user.username,
       roles: user.roles,

@@ -127,6 +127,8 @@ export interface ApiKeyVerifier {
 /** A call refused by authentication or authorisation, for the audit trail. */
 export interface RefusedCall {
   rpc: string;
+  /** The rule the call failed. */
+  rule: Extract<AuthRule, { public: false }>;
   requestId: string;
   clientAddress: string;
   /** The caller when the token was valid (refused for a role or a key). */
@@ -187,6 +189,7 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
       if (onRefused !== undefined && err instanceof DomainError) {
         await onRefused({
           rpc,
+          rule,
           requestId: req.contextValues.get(requestIdKey),
           clientAddress: req.contextValues.get(clientAddressKey),
           ...(caller ? { caller } : {}),

@@ -175,3 +175,41 @@ describe("traitgate users create", () => {
     expect(result.stderr).toContain("--password");
   });
 });
+
+describe("traitgate service-accounts create", () => {
+  const secret = "cli-test-secret-0123456789-abcdefghijkl";
+  const dataKey = Buffer.alloc(32, 3).toString("base64");
+
+  it("prints the client secret once, and it gets a service token from the server", async () => {
+    const dir = tempDir();
+    const env = { ...baseEnv(dir), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
+    const created = await run(
+      ["service-accounts", "create", "--name", "ai-core", "--role", "service"],
+      env,
+    );
+    expect(created.code).toBe(0);
+    const account = JSON.parse(created.stdout) as { name: string; client_secret: string };
+    expect(account).toMatchObject({ name: "ai-core", roles: ["service"] });
+    expect(created.stderr).toContain("shown once");
+    const { child, output } = await start(["serve"], env, /traitgate listening/);
+    const url = (
+      JSON.parse(output.split("\n").find((l) => l.includes("traitgate listening")) ?? "{}") as {
+        url: string;
+      }
+    ).url;
+    const res = await fetch(`${url}/auth/token`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        grant_type: "client_credentials",
+        client_id: "ai-core",
+        client_secret: account.client_secret,
+      }),
+    });
+    expect(res.status).toBe(200);
+    expect(await stop(child)).toBe(0);
+    const bad = await run(["service-accounts", "create", "--name", "Not Valid"], env);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--name");
+  });
+});

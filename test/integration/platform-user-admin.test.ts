@@ -67,11 +67,24 @@ describe("user administration in the core", () => {
     expect(await after.json()).toMatchObject({ valid: false, reason: "revoked" });
   });
 
-  it("refuses a viewer with 403 ROLE", async () => {
+  it("refuses a viewer with 403 ROLE, and a caller without a token with 401; audits both", async () => {
     const viewer = await token("vera");
     const res = await call("GET", "/api/admin/users", viewer);
     expect(res.status).toBe(403);
     expect((res.body.details as { reason: string }[])[0]?.reason).toBe("ROLE");
+    const anonymous = await fetch(`${server.url}/api/admin/users`);
+    expect(anonymous.status).toBe(401);
+    const { rows } = await server.core.db.query<{
+      actor_type: string;
+      target: string;
+      details: { reason: string };
+    }>(
+      "SELECT actor_type, target, details FROM audit_events WHERE action = 'access_denied' ORDER BY seq",
+    );
+    expect(rows.map((r) => [r.actor_type, r.target, r.details.reason])).toEqual([
+      ["user", "rpc:traitgate.identity.v1.UserAdminService/ListUsers", "ROLE"],
+      ["anonymous", "rpc:traitgate.identity.v1.UserAdminService/ListUsers", "MISSING"],
+    ]);
   });
 
   it("lets an admin reset a user's MFA, after which they log in with the password alone", async () => {

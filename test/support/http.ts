@@ -10,13 +10,18 @@ export async function callJson(
   baseUrl: string,
   path: string,
   body: unknown,
-  options: { token?: string | undefined; method?: string } = {},
+  options: {
+    token?: string | undefined;
+    method?: string;
+    headers?: Record<string, string>;
+  } = {},
 ): Promise<JsonReply> {
   const res = await fetch(`${baseUrl}${path}`, {
     method: options.method ?? "POST",
     headers: {
       "content-type": "application/json",
       ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...options.headers,
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });

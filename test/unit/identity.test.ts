@@ -18,6 +18,7 @@ const jwt = {
   audience: "traitgate",
   ttlSeconds: 900,
   refreshTtlSeconds: 3600,
+  serviceTtlSeconds: 600,
 };
 
 const meta = { clientAddress: "127.0.0.1", requestId: "r1" };
@@ -153,6 +154,7 @@ async function setup(now = () => Date.now()) {
   const audit = memoryAudit();
   const identity = createIdentity({
     users,
+    serviceAccounts: { findById: async () => undefined },
     passwords,
     tokens,
     clock,

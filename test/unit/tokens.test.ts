@@ -14,6 +14,7 @@ const hsConfig: JwtConfig = {
   audience: "traitgate",
   ttlSeconds: 900,
   refreshTtlSeconds: 3600,
+  serviceTtlSeconds: 600,
 };
 const subject = {
   id: "3f1e6f0e-3a4b-4c1d-9e2f-0a1b2c3d4e5f",
@@ -181,5 +182,54 @@ describe.each([
       .setJti("x")
       .sign(new TextEncoder().encode(pem));
     expect(await tokens.verify(forged)).toEqual({ ok: false, reason: "algorithm_not_allowed" });
+  });
+});
+
+describe("service-account tokens", () => {
+  const payloadOf = (token: string) =>
+    JSON.parse(Buffer.from(token.split(".")[1] ?? "", "base64url").toString());
+
+  it("carry kind service, no session, and their own short lifetime", async () => {
+    const tokens = await createTokenService(hsConfig);
+    const issued = await tokens.issue({
+      kind: "service",
+      id: subject.id,
+      username: "ai-core",
+      roles: ["service"],
+      ttlSeconds: 120,
+    });
+    expect(issued.expiresIn).toBe(120);
+    const payload = payloadOf(issued.token);
+    expect(payload.kind).toBe("service");
+    expect(payload.sid).toBeUndefined();
+    expect(payload.exp - payload.iat).toBe(120);
+    expect(await tokens.verify(issued.token)).toMatchObject({
+      ok: true,
+      claims: { kind: "service", userId: subject.id, sessionId: "" },
+    });
+  });
+
+  it("a user token must name its session; a service token must not", async () => {
+    const tokens = await createTokenService(hsConfig);
+    const issued = (await tokens.issue(subject)).token;
+    const { kid } = JSON.parse(Buffer.from(issued.split(".")[0] ?? "", "base64url").toString());
+    // Correctly signed with the service's own key: only the claims differ.
+    const sign = (claims: Record<string, unknown>) =>
+      new SignJWT({ username: "svc", roles: [], ...claims })
+        .setProtectedHeader({ alg: "HS256", kid })
+        .setIssuer("traitgate")
+        .setAudience("traitgate")
+        .setSubject(subject.id)
+        .setIssuedAt()
+        .setNotBefore("0s")
+        .setExpirationTime("5m")
+        .setJti(`j-${Math.random()}`)
+        .sign(new TextEncoder().encode(secret));
+    const malformed = { ok: false, reason: "malformed" };
+    expect(await tokens.verify(await sign({}))).toEqual(malformed);
+    expect(await tokens.verify(await sign({ kind: "service", sid: "s1" }))).toEqual(malformed);
+    expect(await tokens.verify(await sign({ kind: "robot", sid: "s1" }))).toEqual(malformed);
+    expect((await tokens.verify(await sign({ sid: "s1" }))).ok).toBe(true);
+    expect((await tokens.verify(await sign({ kind: "service" }))).ok).toBe(true);
   });
 });

@@ -142,6 +142,16 @@ describe("listRestRoutes", () => {
         rpc: "traitgate.identity.v1.IdentityService.DisableMfa",
       },
       {
+        method: "POST",
+        template: "/auth/token",
+        rpc: "traitgate.identity.v1.IdentityService.Token",
+      },
+      {
+        method: "POST",
+        template: "/auth/password",
+        rpc: "traitgate.identity.v1.IdentityService.ChangePassword",
+      },
+      {
         method: "GET",
         template: "/auth/validate",
         rpc: "traitgate.identity.v1.IdentityService.Validate",

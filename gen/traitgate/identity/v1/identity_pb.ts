@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/identity/v1/identity.proto.
  */
 export const file_traitgate_identity_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("CiR0cmFpdGdhdGUvaWRlbnRpdHkvdjEvaWRlbnRpdHkucHJvdG8SFXRyYWl0Z2F0ZS5pZGVudGl0eS52MSJmCgxMb2dpblJlcXVlc3QSHAoIdXNlcm5hbWUYASABKAlCCrpIB3IFEAEYgAESHAoIcGFzc3dvcmQYAiABKAlCCrpIB3IFEAEYgAgSGgoJdG90cF9jb2RlGAMgASgJQge6SARyAhhAInkKDUxvZ2luUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRISCgpleHBpcmVzX2luGAMgASgFEhUKDXJlZnJlc2hfdG9rZW4YBCABKAkSGgoScmVmcmVzaF9leHBpcmVzX2luGAUgASgFIjMKDlJlZnJlc2hSZXF1ZXN0EiEKDXJlZnJlc2hfdG9rZW4YASABKAlCCrpIB3IFEAEYgAIiewoPUmVmcmVzaFJlc3BvbnNlEg0KBXRva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoBRIVCg1yZWZyZXNoX3Rva2VuGAQgASgJEhoKEnJlZnJlc2hfZXhwaXJlc19pbhgFIAEoBSIPCg1Mb2dvdXRSZXF1ZXN0IhAKDkxvZ291dFJlc3BvbnNlIhIKEExvZ291dEFsbFJlcXVlc3QiLQoRTG9nb3V0QWxsUmVzcG9uc2USGAoQc2Vzc2lvbnNfcmV2b2tlZBgBIAEoBSISChBFbnJvbGxNZmFSZXF1ZXN0IjgKEUVucm9sbE1mYVJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCRITCgtvdHBhdXRoX3VyaRgCIAEoCSI1ChJBY3RpdmF0ZU1mYVJlcXVlc3QSHwoEY29kZRgBIAEoCUIRukgOcgwyCl5bMC05XXs2fSQiLQoTQWN0aXZhdGVNZmFSZXNwb25zZRIWCg5yZWNvdmVyeV9jb2RlcxgBIAMoCSIsChFEaXNhYmxlTWZhUmVxdWVzdBIXCgRjb2RlGAEgASgJQgm6SAZyBBAGGEAiFAoSRGlzYWJsZU1mYVJlc3BvbnNlIhEKD1ZhbGlkYXRlUmVxdWVzdCKTAQoQVmFsaWRhdGVSZXNwb25zZRINCgV2YWxpZBgBIAEoCBIOCgZyZWFzb24YAiABKAkSDwoHdXNlcl9pZBgDIAEoCRIQCgh1c2VybmFtZRgEIAEoCRINCgVyb2xlcxgFIAMoCRIuCgpleHBpcmVzX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIQCg5HZXRKd2tzUmVxdWVzdCI7Cg9HZXRKd2tzUmVzcG9uc2USKAoEa2V5cxgBIAMoCzIaLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Kd2siqwEKA0p3axILCgNrdHkYASABKAkSCwoDa2lkGAIgASgJEgsKA3VzZRgDIAEoCRILCgNhbGcYBCABKAkSDgoBbhgFIAEoCUgAiAEBEg4KAWUYBiABKAlIAYgBARIQCgNjcnYYByABKAlIAogBARIOCgF4GAggASgJSAOIAQESDgoBeRgJIAEoCUgEiAEBQgQKAl9uQgQKAl9lQgYKBF9jcnZCBAoCX3hCBAoCX3ky1wgKD0lkZW50aXR5U2VydmljZRJqCgVMb2dpbhIjLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dpblJlcXVlc3QaJC50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9naW5SZXNwb25zZSIWgtPkkwIQOgEqIgsvYXV0aC9sb2dpbhJyCgdSZWZyZXNoEiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXF1ZXN0GiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlJlZnJlc2hSZXNwb25zZSIYgtPkkwISOgEqIg0vYXV0aC9yZWZyZXNoEm4KBkxvZ291dBIkLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRSZXF1ZXN0GiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ291dFJlc3BvbnNlIheC0+STAhE6ASoiDC9hdXRoL2xvZ291dBJ7CglMb2dvdXRBbGwSJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9nb3V0QWxsUmVxdWVzdBooLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRBbGxSZXNwb25zZSIbgtPkkwIVOgEqIhAvYXV0aC9sb2dvdXQtYWxsEnsKCUVucm9sbE1mYRInLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5FbnJvbGxNZmFSZXF1ZXN0GigudHJhaXRnYXRlLmlkZW50aXR5LnYxLkVucm9sbE1mYVJlc3BvbnNlIhuC0+STAhU6ASoiEC9hdXRoL21mYS9lbnJvbGwSgwEKC0FjdGl2YXRlTWZhEikudHJhaXRnYXRlLmlkZW50aXR5LnYxLkFjdGl2YXRlTWZhUmVxdWVzdBoqLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5BY3RpdmF0ZU1mYVJlc3BvbnNlIh2C0+STAhc6ASoiEi9hdXRoL21mYS9hY3RpdmF0ZRJ/CgpEaXNhYmxlTWZhEigudHJhaXRnYXRlLmlkZW50aXR5LnYxLkRpc2FibGVNZmFSZXF1ZXN0GikudHJhaXRnYXRlLmlkZW50aXR5LnYxLkRpc2FibGVNZmFSZXNwb25zZSIcgtPkkwIWOgEqIhEvYXV0aC9tZmEvZGlzYWJsZRJ2CghWYWxpZGF0ZRImLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5WYWxpZGF0ZVJlcXVlc3QaJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuVmFsaWRhdGVSZXNwb25zZSIZkAIBgtPkkwIQEg4vYXV0aC92YWxpZGF0ZRJ7CgdHZXRKd2tzEiUudHJhaXRnYXRlLmlkZW50aXR5LnYxLkdldEp3a3NSZXF1ZXN0GiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLkdldEp3a3NSZXNwb25zZSIhkAIBgtPkkwIYEhYvLndlbGwta25vd24vandrcy5qc29uYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
+  fileDesc("CiR0cmFpdGdhdGUvaWRlbnRpdHkvdjEvaWRlbnRpdHkucHJvdG8SFXRyYWl0Z2F0ZS5pZGVudGl0eS52MSJmCgxMb2dpblJlcXVlc3QSHAoIdXNlcm5hbWUYASABKAlCCrpIB3IFEAEYgAESHAoIcGFzc3dvcmQYAiABKAlCCrpIB3IFEAEYgAgSGgoJdG90cF9jb2RlGAMgASgJQge6SARyAhhAInkKDUxvZ2luUmVzcG9uc2USDQoFdG9rZW4YASABKAkSEgoKdG9rZW5fdHlwZRgCIAEoCRISCgpleHBpcmVzX2luGAMgASgFEhUKDXJlZnJlc2hfdG9rZW4YBCABKAkSGgoScmVmcmVzaF9leHBpcmVzX2luGAUgASgFIjMKDlJlZnJlc2hSZXF1ZXN0EiEKDXJlZnJlc2hfdG9rZW4YASABKAlCCrpIB3IFEAEYgAIiewoPUmVmcmVzaFJlc3BvbnNlEg0KBXRva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoBRIVCg1yZWZyZXNoX3Rva2VuGAQgASgJEhoKEnJlZnJlc2hfZXhwaXJlc19pbhgFIAEoBSIPCg1Mb2dvdXRSZXF1ZXN0IhAKDkxvZ291dFJlc3BvbnNlIhIKEExvZ291dEFsbFJlcXVlc3QiLQoRTG9nb3V0QWxsUmVzcG9uc2USGAoQc2Vzc2lvbnNfcmV2b2tlZBgBIAEoBSISChBFbnJvbGxNZmFSZXF1ZXN0IjgKEUVucm9sbE1mYVJlc3BvbnNlEg4KBnNlY3JldBgBIAEoCRITCgtvdHBhdXRoX3VyaRgCIAEoCSI1ChJBY3RpdmF0ZU1mYVJlcXVlc3QSHwoEY29kZRgBIAEoCUIRukgOcgwyCl5bMC05XXs2fSQiLQoTQWN0aXZhdGVNZmFSZXNwb25zZRIWCg5yZWNvdmVyeV9jb2RlcxgBIAMoCSIsChFEaXNhYmxlTWZhUmVxdWVzdBIXCgRjb2RlGAEgASgJQgm6SAZyBBAGGEAiFAoSRGlzYWJsZU1mYVJlc3BvbnNlIpYBCgxUb2tlblJlcXVlc3QSLQoKZ3JhbnRfdHlwZRgBIAEoCUIZukgWchRSEmNsaWVudF9jcmVkZW50aWFscxI2CgljbGllbnRfaWQYAiABKAlCI7pIINgBAXIbMhleW2EtejAtOV1bYS16MC05LV17MSw2Mn0kEh8KDWNsaWVudF9zZWNyZXQYAyABKAlCCLpIBXIDGIACIk0KDVRva2VuUmVzcG9uc2USFAoMYWNjZXNzX3Rva2VuGAEgASgJEhIKCnRva2VuX3R5cGUYAiABKAkSEgoKZXhwaXJlc19pbhgDIAEoBSJdChVDaGFuZ2VQYXNzd29yZFJlcXVlc3QSJAoQY3VycmVudF9wYXNzd29yZBgBIAEoCUIKukgHcgUQARiACBIeCgxuZXdfcGFzc3dvcmQYAiABKAlCCLpIBXIDGIAIIjIKFkNoYW5nZVBhc3N3b3JkUmVzcG9uc2USGAoQc2Vzc2lvbnNfcmV2b2tlZBgBIAEoBSIRCg9WYWxpZGF0ZVJlcXVlc3QiqwEKEFZhbGlkYXRlUmVzcG9uc2USDQoFdmFsaWQYASABKAgSDgoGcmVhc29uGAIgASgJEg8KB3VzZXJfaWQYAyABKAkSEAoIdXNlcm5hbWUYBCABKAkSDQoFcm9sZXMYBSADKAkSLgoKZXhwaXJlc19hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFgoOcHJpbmNpcGFsX3R5cGUYByABKAkiEAoOR2V0Sndrc1JlcXVlc3QiOwoPR2V0Sndrc1Jlc3BvbnNlEigKBGtleXMYASADKAsyGi50cmFpdGdhdGUuaWRlbnRpdHkudjEuSndrIqsBCgNKd2sSCwoDa3R5GAEgASgJEgsKA2tpZBgCIAEoCRILCgN1c2UYAyABKAkSCwoDYWxnGAQgASgJEg4KAW4YBSABKAlIAIgBARIOCgFlGAYgASgJSAGIAQESEAoDY3J2GAcgASgJSAKIAQESDgoBeBgIIAEoCUgDiAEBEg4KAXkYCSABKAlIBIgBAUIECgJfbkIECgJfZUIGCgRfY3J2QgQKAl94QgQKAl95Ms4KCg9JZGVudGl0eVNlcnZpY2USagoFTG9naW4SIy50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9naW5SZXF1ZXN0GiQudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ2luUmVzcG9uc2UiFoLT5JMCEDoBKiILL2F1dGgvbG9naW4ScgoHUmVmcmVzaBIlLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5SZWZyZXNoUmVxdWVzdBomLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5SZWZyZXNoUmVzcG9uc2UiGILT5JMCEjoBKiINL2F1dGgvcmVmcmVzaBJuCgZMb2dvdXQSJC50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9nb3V0UmVxdWVzdBolLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5Mb2dvdXRSZXNwb25zZSIXgtPkkwIROgEqIgwvYXV0aC9sb2dvdXQSewoJTG9nb3V0QWxsEicudHJhaXRnYXRlLmlkZW50aXR5LnYxLkxvZ291dEFsbFJlcXVlc3QaKC50cmFpdGdhdGUuaWRlbnRpdHkudjEuTG9nb3V0QWxsUmVzcG9uc2UiG4LT5JMCFToBKiIQL2F1dGgvbG9nb3V0LWFsbBJ7CglFbnJvbGxNZmESJy50cmFpdGdhdGUuaWRlbnRpdHkudjEuRW5yb2xsTWZhUmVxdWVzdBooLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5FbnJvbGxNZmFSZXNwb25zZSIbgtPkkwIVOgEqIhAvYXV0aC9tZmEvZW5yb2xsEoMBCgtBY3RpdmF0ZU1mYRIpLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5BY3RpdmF0ZU1mYVJlcXVlc3QaKi50cmFpdGdhdGUuaWRlbnRpdHkudjEuQWN0aXZhdGVNZmFSZXNwb25zZSIdgtPkkwIXOgEqIhIvYXV0aC9tZmEvYWN0aXZhdGUSfwoKRGlzYWJsZU1mYRIoLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5EaXNhYmxlTWZhUmVxdWVzdBopLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5EaXNhYmxlTWZhUmVzcG9uc2UiHILT5JMCFjoBKiIRL2F1dGgvbWZhL2Rpc2FibGUSagoFVG9rZW4SIy50cmFpdGdhdGUuaWRlbnRpdHkudjEuVG9rZW5SZXF1ZXN0GiQudHJhaXRnYXRlLmlkZW50aXR5LnYxLlRva2VuUmVzcG9uc2UiFoLT5JMCEDoBKiILL2F1dGgvdG9rZW4SiAEKDkNoYW5nZVBhc3N3b3JkEiwudHJhaXRnYXRlLmlkZW50aXR5LnYxLkNoYW5nZVBhc3N3b3JkUmVxdWVzdBotLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5DaGFuZ2VQYXNzd29yZFJlc3BvbnNlIhmC0+STAhM6ASoiDi9hdXRoL3Bhc3N3b3JkEnYKCFZhbGlkYXRlEiYudHJhaXRnYXRlLmlkZW50aXR5LnYxLlZhbGlkYXRlUmVxdWVzdBonLnRyYWl0Z2F0ZS5pZGVudGl0eS52MS5WYWxpZGF0ZVJlc3BvbnNlIhmQAgGC0+STAhASDi9hdXRoL3ZhbGlkYXRlEnsKB0dldEp3a3MSJS50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1JlcXVlc3QaJi50cmFpdGdhdGUuaWRlbnRpdHkudjEuR2V0Sndrc1Jlc3BvbnNlIiGQAgGC0+STAhgSFi8ud2VsbC1rbm93bi9qd2tzLmpzb25iBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_timestamp]);
 
 /**
  * @generated from message traitgate.identity.v1.LoginRequest
@@ -315,6 +315,117 @@ export const DisableMfaResponseSchema: GenMessage<DisableMfaResponse> = /*@__PUR
   messageDesc(file_traitgate_identity_v1_identity, 13);
 
 /**
+ * @generated from message traitgate.identity.v1.TokenRequest
+ */
+export type TokenRequest = Message<"traitgate.identity.v1.TokenRequest"> & {
+  /**
+   * Only "client_credentials" is supported.
+   *
+   * @generated from field: string grant_type = 1;
+   */
+  grantType: string;
+
+  /**
+   * The service account's name; may instead come as the HTTP Basic user.
+   *
+   * @generated from field: string client_id = 2;
+   */
+  clientId: string;
+
+  /**
+   * The service account's secret; never logged. May instead come as the
+   * HTTP Basic password.
+   *
+   * @generated from field: string client_secret = 3;
+   */
+  clientSecret: string;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.TokenRequest.
+ * Use `create(TokenRequestSchema)` to create a new message.
+ */
+export const TokenRequestSchema: GenMessage<TokenRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 14);
+
+/**
+ * @generated from message traitgate.identity.v1.TokenResponse
+ */
+export type TokenResponse = Message<"traitgate.identity.v1.TokenResponse"> & {
+  /**
+   * Signed JWT to send as `Authorization: Bearer <token>`.
+   *
+   * @generated from field: string access_token = 1;
+   */
+  accessToken: string;
+
+  /**
+   * Always "Bearer".
+   *
+   * @generated from field: string token_type = 2;
+   */
+  tokenType: string;
+
+  /**
+   * Lifetime of the token in seconds.
+   *
+   * @generated from field: int32 expires_in = 3;
+   */
+  expiresIn: number;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.TokenResponse.
+ * Use `create(TokenResponseSchema)` to create a new message.
+ */
+export const TokenResponseSchema: GenMessage<TokenResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 15);
+
+/**
+ * @generated from message traitgate.identity.v1.ChangePasswordRequest
+ */
+export type ChangePasswordRequest = Message<"traitgate.identity.v1.ChangePasswordRequest"> & {
+  /**
+   * @generated from field: string current_password = 1;
+   */
+  currentPassword: string;
+
+  /**
+   * At least 12 characters, not a common password (reasons
+   * PASSWORD_TOO_SHORT, PASSWORD_TOO_COMMON).
+   *
+   * @generated from field: string new_password = 2;
+   */
+  newPassword: string;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.ChangePasswordRequest.
+ * Use `create(ChangePasswordRequestSchema)` to create a new message.
+ */
+export const ChangePasswordRequestSchema: GenMessage<ChangePasswordRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 16);
+
+/**
+ * @generated from message traitgate.identity.v1.ChangePasswordResponse
+ */
+export type ChangePasswordResponse = Message<"traitgate.identity.v1.ChangePasswordResponse"> & {
+  /**
+   * How many other sessions of the user were revoked.
+   *
+   * @generated from field: int32 sessions_revoked = 1;
+   */
+  sessionsRevoked: number;
+};
+
+/**
+ * Describes the message traitgate.identity.v1.ChangePasswordResponse.
+ * Use `create(ChangePasswordResponseSchema)` to create a new message.
+ */
+export const ChangePasswordResponseSchema: GenMessage<ChangePasswordResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_identity_v1_identity, 17);
+
+/**
  * @generated from message traitgate.identity.v1.ValidateRequest
  */
 export type ValidateRequest = Message<"traitgate.identity.v1.ValidateRequest"> & {
@@ -325,7 +436,7 @@ export type ValidateRequest = Message<"traitgate.identity.v1.ValidateRequest"> &
  * Use `create(ValidateRequestSchema)` to create a new message.
  */
 export const ValidateRequestSchema: GenMessage<ValidateRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 14);
+  messageDesc(file_traitgate_identity_v1_identity, 18);
 
 /**
  * @generated from message traitgate.identity.v1.ValidateResponse
@@ -339,7 +450,8 @@ export type ValidateResponse = Message<"traitgate.identity.v1.ValidateResponse">
   /**
    * Why the token is not valid: missing, malformed, bad_signature,
    * algorithm_not_allowed, expired, not_yet_valid, wrong_issuer,
-   * wrong_audience, unknown_user, user_inactive, revoked. Empty when valid.
+   * wrong_audience, unknown_user, user_inactive, revoked,
+   * mfa_enrollment_required. Empty when valid.
    *
    * @generated from field: string reason = 2;
    */
@@ -364,6 +476,13 @@ export type ValidateResponse = Message<"traitgate.identity.v1.ValidateResponse">
    * @generated from field: google.protobuf.Timestamp expires_at = 6;
    */
   expiresAt?: Timestamp | undefined;
+
+  /**
+   * "user" for people, "service" for service accounts. Empty when not valid.
+   *
+   * @generated from field: string principal_type = 7;
+   */
+  principalType: string;
 };
 
 /**
@@ -371,7 +490,7 @@ export type ValidateResponse = Message<"traitgate.identity.v1.ValidateResponse">
  * Use `create(ValidateResponseSchema)` to create a new message.
  */
 export const ValidateResponseSchema: GenMessage<ValidateResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 15);
+  messageDesc(file_traitgate_identity_v1_identity, 19);
 
 /**
  * @generated from message traitgate.identity.v1.GetJwksRequest
@@ -384,7 +503,7 @@ export type GetJwksRequest = Message<"traitgate.identity.v1.GetJwksRequest"> & {
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 16);
+  messageDesc(file_traitgate_identity_v1_identity, 20);
 
 /**
  * @generated from message traitgate.identity.v1.GetJwksResponse
@@ -401,7 +520,7 @@ export type GetJwksResponse = Message<"traitgate.identity.v1.GetJwksResponse"> &
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 17);
+  messageDesc(file_traitgate_identity_v1_identity, 21);
 
 /**
  * A public JSON Web Key (RFC 7517). Members a key type does not use are absent.
@@ -464,7 +583,7 @@ export type Jwk = Message<"traitgate.identity.v1.Jwk"> & {
  * Use `create(JwkSchema)` to create a new message.
  */
 export const JwkSchema: GenMessage<Jwk> = /*@__PURE__*/
-  messageDesc(file_traitgate_identity_v1_identity, 18);
+  messageDesc(file_traitgate_identity_v1_identity, 22);
 
 /**
  * IdentityService authenticates users and validates the tokens it issues.
@@ -548,6 +667,33 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof DisableMfaRequestSchema;
     output: typeof DisableMfaResponseSchema;
+  },
+  /**
+   * Token gives a service account a short-lived access token for its client
+   * id and secret (OAuth 2.0 client credentials, RFC 6749 section 4.4). The
+   * credentials come in the body or as HTTP Basic credentials. There is no
+   * refresh token: ask again before the token expires. Wrong or unknown
+   * credentials and inactive accounts all fail the same way
+   * (UNAUTHENTICATED, reason INVALID_CLIENT).
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.Token
+   */
+  token: {
+    methodKind: "unary";
+    input: typeof TokenRequestSchema;
+    output: typeof TokenResponseSchema;
+  },
+  /**
+   * ChangePassword sets the caller's own password; the current password is
+   * required (UNAUTHENTICATED, reason INVALID_CREDENTIALS, when wrong). The
+   * user's other sessions are revoked; the calling session stays.
+   *
+   * @generated from rpc traitgate.identity.v1.IdentityService.ChangePassword
+   */
+  changePassword: {
+    methodKind: "unary";
+    input: typeof ChangePasswordRequestSchema;
+    output: typeof ChangePasswordResponseSchema;
   },
   /**
    * Validate reports whether the bearer token sent in the `authorization`
