@@ -103,6 +103,12 @@ export interface Identity {
   revokeUserSessions(userId: string, reason: string): Promise<number>;
 }
 
+/** The identity settings an administrator can change while the platform runs. */
+export interface IdentitySettings {
+  mfaRequired(): boolean;
+  tokenTtlSeconds(): number;
+}
+
 export interface IdentityDeps {
   users: UserStore;
   /** Service accounts are validated like users: active flag and roles. */
@@ -117,8 +123,12 @@ export interface IdentityDeps {
   /** Identity events are committed to the audit log before the answer is sent. */
   audit: Pick<AuditWriter, "write">;
   refreshTtlSeconds: number;
-  /** MFA for everyone: users without it get enrolment-only tokens. */
-  mfaRequired: boolean;
+  /**
+   * Settings that change without a restart (`auth.*`, docs/settings.md), read at each
+   * login: MFA for everyone (users without it get enrolment-only tokens), and the
+   * lifetime of access tokens.
+   */
+  live: IdentitySettings;
   /**
    * How long a user's active flag and roles, and a session's revocation, are
    * remembered between database reads during validation (default 1 s).
@@ -152,6 +162,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
       username: user.username,
       roles: user.roles,
       sessionId,
+      ttlSeconds: deps.live.tokenTtlSeconds(),
     });
     return {
       token: access.token,
@@ -254,7 +265,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
         { event: "login_succeeded", user_id: user.id, session_id: session.sessionId },
         "login",
       );
-      if (deps.mfaRequired && !user.mfaEnabled) {
+      if (deps.live.mfaRequired() && !user.mfaEnabled) {
         // Good for enrolling MFA and nothing else; no refresh token: log in again after.
         const access = await tokens.issue({
           id: user.id,
@@ -262,6 +273,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
           roles: user.roles,
           sessionId: session.sessionId,
           scope: mfaEnrollScope,
+          ttlSeconds: deps.live.tokenTtlSeconds(),
         });
         return { ...access, refreshToken: "", refreshExpiresIn: 0 };
       }

@@ -5,7 +5,7 @@ import type { Logger } from "../log.js";
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, publicMethod } from "../server/interceptors.js";
 import type { Database } from "../storage/index.js";
-import { createIdentity, type Identity } from "./identity.js";
+import { createIdentity, type Identity, type IdentitySettings } from "./identity.js";
 import { createMfa } from "./mfa.js";
 import { createMfaStore } from "./mfa-store.js";
 import { createPasswordHasher, type PasswordHasher } from "./passwords.js";
@@ -24,6 +24,11 @@ export interface IdentityModuleDeps {
   log: Logger;
   audit: Pick<AuditWriter, "write">;
   mfaRequired: boolean;
+  /**
+   * Live values of `auth.mfa_required` and `auth.token_ttl_seconds` (the settings area);
+   * default: MFA_REQUIRED and TOKEN_TTL_SECONDS, fixed.
+   */
+  live?: IdentitySettings;
   /** Keys that seal MFA secrets at rest. */
   dataKeys: DataKeys;
   clock?: Clock;
@@ -84,7 +89,10 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     }),
     audit: deps.audit,
     refreshTtlSeconds: deps.jwt.refreshTtlSeconds,
-    mfaRequired: deps.mfaRequired,
+    live: deps.live ?? {
+      mfaRequired: () => deps.mfaRequired,
+      tokenTtlSeconds: () => deps.jwt.ttlSeconds,
+    },
   });
   const serviceAccounts = createServiceAccounts({
     store: serviceAccountStore,

@@ -74,6 +74,8 @@ export interface TokenService {
           roles: readonly string[];
           sessionId: string;
           scope?: string;
+          /** Default: TOKEN_TTL_SECONDS. */
+          ttlSeconds?: number;
         }
       | {
           kind: "service";
@@ -223,7 +225,7 @@ export async function createTokenService(
     jwks: ring.jwks,
     async issue(subject) {
       const nowSeconds = Math.floor(clock.now() / 1000);
-      const ttlSeconds = subject.kind === "service" ? subject.ttlSeconds : cfg.ttlSeconds;
+      const ttlSeconds = subject.ttlSeconds ?? cfg.ttlSeconds;
       const token = await new SignJWT({
         username: subject.username,
         roles: [...subject.roles],

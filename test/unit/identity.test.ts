@@ -144,7 +144,10 @@ function fakeHasher(): PasswordHasher & { dummyCalls: number } {
   return h;
 }
 
-async function setup(now = () => Date.now()) {
+async function setup(
+  now = () => Date.now(),
+  live = { mfaRequired: () => false, tokenTtlSeconds: () => 900 },
+) {
   const users = memoryStore();
   const passwords = fakeHasher();
   const tokens = await createTokenService(jwt, { now });
@@ -171,12 +174,37 @@ async function setup(now = () => Date.now()) {
       reset: async () => false,
     },
     refreshTtlSeconds: 3600,
-    mfaRequired: false,
+    live,
   });
   return { identity, users, passwords, sessions, audit };
 }
 
 describe("identity domain", () => {
+  it("reads auth.mfa_required and auth.token_ttl_seconds at each login, without a restart", async () => {
+    let mfaRequired = false;
+    let ttl = 900;
+    const { identity } = await setup(undefined, {
+      mfaRequired: () => mfaRequired,
+      tokenTtlSeconds: () => ttl,
+    });
+    await identity.createUser({
+      username: "liv",
+      email: "",
+      password: "livs-long-password",
+      roles: [],
+    });
+    const first = await identity.login("liv", "livs-long-password", meta);
+    expect([first.expiresIn, first.refreshToken === ""]).toEqual([900, false]);
+    mfaRequired = true;
+    ttl = 300;
+    const second = await identity.login("liv", "livs-long-password", meta);
+    expect([second.expiresIn, second.refreshToken]).toEqual([300, ""]);
+    expect(await identity.validate(`Bearer ${second.token}`)).toEqual({
+      valid: false,
+      reason: "mfa_enrollment_required",
+    });
+  });
+
   it("hashes a dummy password for unknown users, so timing does not reveal them", async () => {
     const { identity, passwords } = await setup();
     await expect(identity.login("ghost", "some-password", meta)).rejects.toMatchObject({
