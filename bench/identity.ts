@@ -7,13 +7,15 @@ import { connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { compareLoginWithTotp } from "./identity-mfa.js";
 import { formatResults, type LoadResult, runLoad } from "./load.js";
 
 /**
  * Validate over REST and gRPC against the framework floor: GetJwks, a public
  * method with an (almost) empty handler that passes the same listener,
  * transcoder and interceptors. The server runs in its own process (`traitgate
- * serve` on the embedded database), the load generator in this one.
+ * serve` on the embedded database), the load generator in this one. Login
+ * with a TOTP code is measured against login without, on the same server.
  */
 
 const cli = join(import.meta.dirname, "../src/cli.js");
@@ -34,14 +36,19 @@ async function startServer(
     LOG_LEVEL: "info",
     TRAITGATE_PASSWORD: password,
   };
-  execFileSync(
-    process.execPath,
-    [cli, "users", "create", "--username", "bench", "--role", "viewer"],
-    {
-      env,
-      stdio: ["ignore", "ignore", "inherit"],
-    },
-  );
+  for (const [username, role] of [
+    ["bench", "viewer"],
+    ["bench-admin", "admin"],
+  ] as const) {
+    execFileSync(
+      process.execPath,
+      [cli, "users", "create", "--username", username, "--role", role],
+      {
+        env,
+        stdio: ["ignore", "ignore", "inherit"],
+      },
+    );
+  }
   const child = spawn(process.execPath, [cli, "serve"], {
     env,
     stdio: ["ignore", "pipe", "inherit"],
@@ -119,7 +126,7 @@ function grpcCaller(url: string) {
 function httpPost(url: string) {
   const agent = new Agent({ keepAlive: true, maxSockets: 16 });
   const { hostname, port } = new URL(url);
-  return (path: string, body: string) =>
+  return (path: string, body: string, token?: string) =>
     new Promise<string>((resolve, reject) => {
       const req = request(
         {
@@ -128,7 +135,10 @@ function httpPost(url: string) {
           path,
           agent,
           method: "POST",
-          headers: { "content-type": "application/json" },
+          headers: {
+            "content-type": "application/json",
+            ...(token ? { authorization: `Bearer ${token}` } : {}),
+          },
         },
         (res) => {
           let data = "";
@@ -219,6 +229,13 @@ async function benchIdentityOn(
         seconds,
       }),
     );
+    const totp = await compareLoginWithTotp(post, {
+      loginBody,
+      password,
+      pairs: Math.max(20, Math.round(seconds * 30)),
+    });
+    results.push(totp.without, totp.with);
+
     const get = httpGetter(url, 1);
     const [underLoad, logins] = await Promise.all([
       runLoad("REST validate while 8 logins run", () => get("/auth/validate", auth), {
@@ -248,6 +265,7 @@ async function benchIdentityOn(
       "",
       ...summary,
       `- validate p99 while 8 logins run: ${underLoad.p99.toFixed(2)} ms (target ≤ 10 ms)`,
+      `- ${totp.summary}`,
     ].join("\n");
   } finally {
     child.kill("SIGTERM");

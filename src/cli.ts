@@ -4,8 +4,16 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { createAuditWriter, runAuditVerifyCommand } from "./audit/index.js";
+import { issueDemoKey, parseApiKeysCreateArgs, runApiKeysCreate } from "./apikeys/command.js";
+import { createApiKeysModule } from "./apikeys/module.js";
+import {
+  createAuditWriter,
+  parseAuditExportArgs,
+  runAuditExport,
+  runAuditVerifyCommand,
+} from "./audit/index.js";
 import { type Config, ConfigError, embeddedDatabaseDir, loadConfig } from "./config.js";
+import { runKeysRotateCommand } from "./crypto/rotate-command.js";
 import { generateDataKey } from "./crypto/secret-box.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
@@ -26,6 +34,14 @@ Commands:
                              /auth/token); prints its client secret once.
   audit verify               Check the audit log's hash chain; exit 1 naming the first broken
                              event. (With the embedded database, stop the server first.)
+  audit export [--since T] [--until T] [--action A] [--actor-id ID] [--actor-type T] [--outcome O]
+                             Write the matching audit events as JSON lines to stdout, oldest
+                             first. (With the embedded database, stop the server first.)
+  apikeys create --name NAME --scope S [--scope S ...] [--expires-in-days N]
+                             Create an API key (the first one comes from here); prints the
+                             key once on stdout. Scopes: docs/api-keys.md.
+  keys rotate                Re-encrypt every value sealed with an older data key under
+                             DATA_ENCRYPTION_KEY; exit 1 naming rows that do not open.
   help                       Show this text.
 
 Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
@@ -99,6 +115,7 @@ async function demo(): Promise<void> {
   if (!existed) {
     await core.identity.createUser({ username: "admin", email: "", password, roles: ["admin"] });
   }
+  const demoKey = await issueDemoKey(core.apiKeys);
   const url = core.server.url;
   const lines = [
     "",
@@ -109,10 +126,14 @@ async function demo(): Promise<void> {
     `Admin user (password printed once, ${existed ? "reset for this run" : "created now"}):`,
     "  username: admin",
     `  password: ${password}`,
+    "API key for the admin APIs (X-API-Key; printed once, earlier demo keys revoked):",
+    `  api key: ${demoKey.key}`,
     "Try:",
     `  curl -s ${url}/auth/login -H 'content-type: application/json' \\`,
     `    -d '{"username":"admin","password":"${password}"}'`,
     `  curl -s ${url}/auth/validate -H "authorization: Bearer <token>"`,
+    `  curl -s ${url}/api/admin/api-keys -H "authorization: Bearer <token>" \\`,
+    `    -H "x-api-key: <api key>"`,
     "",
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
@@ -249,6 +270,83 @@ async function auditVerify(): Promise<void> {
   process.exit(code);
 }
 
+async function keysRotate(): Promise<void> {
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
+  let code: number;
+  try {
+    await migrate(db, log);
+    code = await runKeysRotateCommand(db, config.dataKeys, {
+      progress: process.stderr,
+      out: process.stdout,
+    });
+  } finally {
+    await db.close();
+  }
+  process.exit(code);
+}
+
+async function apiKeysCreate(args: string[]): Promise<void> {
+  let parsed: ReturnType<typeof parseApiKeysCreateArgs>;
+  try {
+    parsed = parseApiKeysCreateArgs(args);
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
+  let code: number;
+  try {
+    await migrate(db, log);
+    const audit = createAuditWriter({ db, log });
+    try {
+      const { apiKeys } = createApiKeysModule({ db, audit, log });
+      code = await runApiKeysCreate(apiKeys, parsed, {
+        stdout: process.stdout,
+        stderr: process.stderr,
+      });
+    } finally {
+      await audit.close();
+    }
+  } finally {
+    await db.close();
+  }
+  process.exit(code);
+}
+
+async function auditExport(args: string[]): Promise<void> {
+  let options: ReturnType<typeof parseAuditExportArgs>;
+  try {
+    options = parseAuditExportArgs(args);
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
+  try {
+    await migrate(db, log);
+    const count = await runAuditExport(db, process.stdout, options);
+    process.stderr.write(`audit export: ${count} events\n`);
+  } finally {
+    await db.close();
+  }
+}
+
 async function main(argv: string[]): Promise<void> {
   const [command, sub, ...rest] = argv;
   switch (command) {
@@ -258,10 +356,17 @@ async function main(argv: string[]): Promise<void> {
       return demo();
     case "audit":
       if (sub === "verify") return auditVerify();
+      if (sub === "export") return auditExport(rest);
       return fail(`unknown audit command "${sub ?? ""}"\n\n${usage}`);
+    case "keys":
+      if (sub === "rotate") return keysRotate();
+      return fail(`unknown keys command "${sub ?? ""}"\n\n${usage}`);
     case "service-accounts":
       if (sub === "create") return serviceAccountsCreate(rest);
       return fail(`unknown service-accounts command "${sub ?? ""}"\n\n${usage}`);
+    case "apikeys":
+      if (sub === "create") return apiKeysCreate(rest);
+      return fail(`unknown apikeys command "${sub ?? ""}"\n\n${usage}`);
     case "users":
       if (sub === "create") return usersCreate(rest);
       return fail(`unknown users command "${sub ?? ""}"\n\n${usage}`);

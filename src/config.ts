@@ -42,6 +42,15 @@ export interface Config {
   dataKeys: DataKeys;
   /** Largest request body accepted on any protocol. */
   maxBodyBytes: number;
+  /** The operator lane (docs/operator-lane.md). */
+  gateway: {
+    /** PLUGIN_ALLOWED_HOSTS: hosts plugin manifests may name without an explicit exception. */
+    allowedHosts: string[];
+    /** GATEWAY_TIMEOUT_MS: a call's deadline when the caller sends none. */
+    defaultTimeoutMs: number;
+    /** GATEWAY_MAX_TIMEOUT_MS: the longest deadline a caller may ask for. */
+    maxTimeoutMs: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -221,6 +230,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
+    gateway: {
+      allowedHosts: (env.PLUGIN_ALLOWED_HOSTS ?? "127.0.0.1,localhost,::1")
+        .split(",")
+        .map((h) => h.trim().toLowerCase())
+        .filter((h) => h !== ""),
+      defaultTimeoutMs: intVar(env, "GATEWAY_TIMEOUT_MS", 10_000, 10, 600_000, problems),
+      maxTimeoutMs: intVar(env, "GATEWAY_MAX_TIMEOUT_MS", 60_000, 10, 600_000, problems),
+    },
   };
   if (problems.length > 0 || dataKeys === undefined) throw new ConfigError(problems);
   return { config: { ...config, dataKeys }, generated };

@@ -1,4 +1,11 @@
-import { type AuditWriter, auditRefusedCalls, createAuditWriter } from "./audit/index.js";
+import type { ApiKeys } from "./apikeys/api-keys.js";
+import { createApiKeysModule } from "./apikeys/module.js";
+import {
+  type AuditWriter,
+  auditRefusedCalls,
+  createAuditQueryModule,
+  createAuditWriter,
+} from "./audit/index.js";
 import { type Config, embeddedDatabaseDir } from "./config.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
@@ -8,6 +15,9 @@ import { createUserAdminModule } from "./identity/user-admin-service.js";
 import type { Logger } from "./log.js";
 import { createApp } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
+import type { LiveSettings } from "./settings/live.js";
+import { followLogLevel } from "./settings/log-level.js";
+import { createSettingsModule } from "./settings/module.js";
 import { type Database, migrate, openDatabase } from "./storage/index.js";
 
 export interface Core {
@@ -15,6 +25,10 @@ export interface Core {
   audit: AuditWriter;
   db: Database;
   identity: Identity;
+  /** API key management (demo mode creates a key through it). */
+  apiKeys: ApiKeys;
+  /** The settings this process runs with; subscribe to follow changes (docs/settings.md). */
+  settings: LiveSettings;
   close(): Promise<void>;
 }
 
@@ -25,6 +39,11 @@ export interface StartCoreOptions {
   clock?: Clock;
   db?: Database;
   throttlePolicy?: ThrottlePolicy;
+  /** The environment config came from (default process.env): settings show it as a source. */
+  env?: NodeJS.ProcessEnv;
+  /** Settings: version poll behind LISTEN/NOTIFY (default 5 s); database timeout (default 3 s). */
+  settingsPollIntervalMs?: number;
+  settingsTimeoutMs?: number;
 }
 
 /** Opens the database, applies migrations, wires every area and listens. */
@@ -37,10 +56,23 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       dataDir: embeddedDatabaseDir(config),
       log,
     }));
+  let stopSettings: () => Promise<void> = async () => {};
   try {
     const { applied } = await migrate(db, log);
     if (applied.length > 0) log.info({ applied }, "database migrated");
     const audit = createAuditWriter({ db, log: log.child({ area: "audit" }) });
+    const settingsArea = await createSettingsModule({
+      db,
+      audit,
+      dataKeys: config.dataKeys,
+      config,
+      env: options.env ?? process.env,
+      log,
+      ...(options.settingsPollIntervalMs ? { pollIntervalMs: options.settingsPollIntervalMs } : {}),
+      ...(options.settingsTimeoutMs ? { timeoutMs: options.settingsTimeoutMs } : {}),
+    });
+    stopSettings = () => settingsArea.live.close();
+    followLogLevel(log, settingsArea.live);
     const {
       identity,
       module: identityModule,
@@ -51,10 +83,21 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       audit,
       dataKeys: config.dataKeys,
       mfaRequired: config.mfaRequired,
+      // auth.* settings apply at the next login, on every process (docs/settings.md).
+      live: {
+        mfaRequired: () => settingsArea.live.current().values["auth.mfa_required"] === true,
+        tokenTtlSeconds: () => Number(settingsArea.live.current().values["auth.token_ttl_seconds"]),
+      },
       jwt: config.jwt,
       log,
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
+    });
+    const apiKeysArea = createApiKeysModule({
+      db,
+      audit,
+      log,
+      ...(options.clock ? { clock: options.clock } : {}),
     });
     const { listener } = createApp({
       modules: [
@@ -68,8 +111,12 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
           revokeSessions: (userId, reason) => identity.revokeUserSessions(userId, reason),
           resetMfa: (userId) => identity.mfa.reset(userId),
         }),
+        apiKeysArea.module,
+        createAuditQueryModule({ db }),
+        settingsArea.module,
       ],
       authenticator: identity,
+      apiKeys: apiKeysArea.verifier,
       onRefused: auditRefusedCalls(audit),
       health: {
         check: () =>
@@ -95,13 +142,17 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       db,
       identity,
       audit,
+      apiKeys: apiKeysArea.apiKeys,
+      settings: settingsArea.live,
       async close() {
         await server.close();
+        await settingsArea.live.close();
         await audit.close();
         if (!options.db) await db.close();
       },
     };
   } catch (err) {
+    await stopSettings().catch(() => undefined);
     if (!options.db) await db.close().catch(() => undefined);
     throw err;
   }

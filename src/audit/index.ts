@@ -9,6 +9,21 @@ export {
   type Outcome,
   outcomes,
 } from "./event.js";
+export {
+  type AuditExportOptions,
+  exportLine,
+  type LineSink,
+  parseAuditExportArgs,
+  runAuditExport,
+} from "./export-command.js";
+export {
+  type AuditEventFilter,
+  type AuditEventRow,
+  type AuditQuery,
+  createAuditQuery,
+  readAuditEvents,
+} from "./query.js";
+export { AuditService, createAuditQueryModule } from "./query-service.js";
 export { auditRefusedCalls } from "./refused-calls.js";
 export { type AppendedEvent, auditChainLockKey } from "./store.js";
 export {

@@ -4,9 +4,8 @@ import {
   ServiceAccountAdminService,
   type ServiceAccount as ServiceAccountMessage,
 } from "../../gen/traitgate/identity/v1/service_accounts_pb.js";
-import { unauthenticated } from "../errors.js";
 import type { ServiceModule } from "../server/app.js";
-import { principalKey, requestIdKey } from "../server/context.js";
+import { requestIdKey, staffPrincipal } from "../server/context.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { ServiceAccount, ServiceAccounts } from "./service-accounts.js";
 import { type AdminActor, type AdminRequestMeta, adminRole } from "./user-admin.js";
@@ -78,8 +77,7 @@ function toMessage(a: ServiceAccount): Omit<ServiceAccountMessage, "$typeName"> 
 }
 
 function actor(ctx: HandlerContext): AdminActor {
-  const principal = ctx.values.get(principalKey);
-  if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  const principal = staffPrincipal(ctx.values);
   return { userId: principal.userId, kind: principal.kind };
 }
 

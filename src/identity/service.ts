@@ -2,7 +2,12 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
 import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
-import { clientAddressKey, type Principal, principalKey, requestIdKey } from "../server/context.js";
+import {
+  clientAddressKey,
+  type Principal,
+  requestIdKey,
+  staffPrincipal,
+} from "../server/context.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 import type { ServiceAccounts } from "./service-accounts.js";
 
@@ -95,8 +100,7 @@ function meta(ctx: HandlerContext): RequestMeta {
  * service accounts have no session, MFA or password.
  */
 function caller(ctx: HandlerContext): Principal {
-  const principal = ctx.values.get(principalKey);
-  if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  const principal = staffPrincipal(ctx.values);
   if (principal.kind !== "user") {
     throw permissionDenied("USER_TOKEN_REQUIRED", "this call is for users, not service accounts");
   }

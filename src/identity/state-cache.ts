@@ -25,25 +25,32 @@ export function createStateCache<T>(
       if (cached !== undefined && options.clock.now() - cached.at < options.ttlMs) {
         return cached.value;
       }
-      let pending = inflight.get(key);
-      if (pending === undefined) {
-        pending = load(key)
-          .then((value) => {
+      const shared = inflight.get(key);
+      if (shared !== undefined) return shared;
+      const pending: Promise<T> = load(key)
+        .then((value) => {
+          // A `forget` while this read was under way may have made it stale: then the
+          // value answers the callers that asked before, but is not remembered.
+          if (inflight.get(key) === pending) {
             if (entries.size >= maxEntries) {
               const oldest = entries.keys().next().value;
               if (oldest !== undefined) entries.delete(oldest);
             }
             entries.delete(key);
             entries.set(key, { value, at: options.clock.now() });
-            return value;
-          })
-          .finally(() => inflight.delete(key));
-        inflight.set(key, pending);
-      }
+          }
+          return value;
+        })
+        .finally(() => {
+          if (inflight.get(key) === pending) inflight.delete(key);
+        });
+      inflight.set(key, pending);
       return pending;
     },
     forget(key) {
       entries.delete(key);
+      // Later reads must not join a read that began before the change.
+      inflight.delete(key);
     },
   };
 }

@@ -2,9 +2,8 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { type User, UserAdminService } from "../../gen/traitgate/identity/v1/user_admin_pb.js";
 import type { AuditWriter } from "../audit/index.js";
-import { unauthenticated } from "../errors.js";
 import type { ServiceModule } from "../server/app.js";
-import { principalKey, requestIdKey } from "../server/context.js";
+import { requestIdKey, staffPrincipal } from "../server/context.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { Queryable } from "../storage/index.js";
 import type { PasswordHasher } from "./passwords.js";
@@ -81,8 +80,7 @@ function toMessage(user: UserRecord): Omit<User, "$typeName"> {
 
 /** The authenticated administrator, set by the auth interceptor. */
 function actor(ctx: HandlerContext): AdminActor {
-  const principal = ctx.values.get(principalKey);
-  if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  const principal = staffPrincipal(ctx.values);
   return { userId: principal.userId, kind: principal.kind };
 }
 

@@ -1,5 +1,6 @@
-import { createContextKey } from "@connectrpc/connect";
+import { type ContextKey, createContextKey } from "@connectrpc/connect";
 import type { Logger } from "pino";
+import { permissionDenied, unauthenticated } from "../errors.js";
 import { silentLogger } from "../log.js";
 
 /**
@@ -9,9 +10,12 @@ import { silentLogger } from "../log.js";
 
 /** Who is calling, once a bearer token has been verified. */
 export interface Principal {
-  /** A person (logged in) or a service account (client credentials). */
-  kind: "user" | "service";
-  /** The user's or the service account's id. */
+  /**
+   * A person (logged in), a service account (client credentials), or an operator
+   * plugin (its registry credential; no roles, only good for gateway calls).
+   */
+  kind: "user" | "service" | "plugin";
+  /** The user's, service account's or plugin's id. */
   userId: string;
   username: string;
   roles: readonly string[];
@@ -35,3 +39,23 @@ export const clientAddressKey = createContextKey<string>("unknown", {
 export const principalKey = createContextKey<Principal | undefined>(undefined, {
   description: "authenticated principal",
 });
+
+/**
+ * The caller of a method that acts on the platform (administration, the
+ * caller's own account): a user or a service account. Plugin credentials are
+ * good for gateway calls only. Throws when the auth interceptor set no
+ * principal (a public method) or the caller is a plugin.
+ */
+export function staffPrincipal(values: {
+  get<T>(key: ContextKey<T>): T;
+}): Principal & { kind: "user" | "service" } {
+  const principal = values.get(principalKey);
+  if (principal === undefined) throw unauthenticated("MISSING", "this call needs an access token");
+  if (principal.kind === "plugin") {
+    throw permissionDenied(
+      "PLUGIN_NOT_ALLOWED",
+      "plugin credentials are good for gateway calls only",
+    );
+  }
+  return principal as Principal & { kind: "user" | "service" };
+}

@@ -100,7 +100,7 @@ export function requireAuth(
 
 /** Who a valid bearer token belongs to. */
 export interface AuthenticatedCaller {
-  kind: "user" | "service";
+  kind: "user" | "service" | "plugin";
   userId: string;
   username: string;
   roles: readonly string[];
@@ -186,7 +186,11 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
         );
       }
     } catch (err) {
-      if (onRefused !== undefined && err instanceof DomainError) {
+      // Only refusals: a failure to decide (the database is down, say) is not a refusal.
+      const refused =
+        err instanceof DomainError &&
+        (err.kind === "unauthenticated" || err.kind === "permission_denied");
+      if (onRefused !== undefined && refused) {
         await onRefused({
           rpc,
           rule,

@@ -1,5 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
+import { checkChannel, type ListenHandlers, type NotificationSubscription } from "./notify.js";
 import type { Database, Executor, QueryResult, Session } from "./types.js";
+import { mapUnavailable } from "./unavailable.js";
 
 /** One connection taken from a driver for a transaction or a session. */
 export interface Lease {
@@ -15,6 +17,7 @@ export interface Driver {
   exec(script: string): Promise<void>;
   acquire(): Promise<Lease>;
   ping(timeoutMs: number): Promise<void>;
+  listen(channel: string, handlers: ListenHandlers): Promise<NotificationSubscription>;
   close(): Promise<void>;
 }
 
@@ -85,24 +88,27 @@ export function createDatabase(driver: Driver): Database {
   return {
     kind: driver.kind,
 
+    // Connection failures become DATABASE_UNAVAILABLE (src/storage/unavailable.ts).
     async query<R>(sql: string, params?: readonly unknown[]) {
       enter();
-      return driver.query<R>(sql, params);
+      return mapUnavailable(driver.query<R>(sql, params));
     },
 
     async exec(script) {
       enter();
-      return driver.exec(script);
+      return mapUnavailable(driver.exec(script));
     },
 
     async transaction(fn) {
       enter();
-      const lease = await driver.acquire();
+      const lease = await mapUnavailable(driver.acquire());
       let reset = false;
       try {
-        return await inTransaction(lease.conn, fn, () => {
-          reset = true;
-        });
+        return await mapUnavailable(
+          inTransaction(lease.conn, fn, () => {
+            reset = true;
+          }),
+        );
       } finally {
         await lease.release(reset);
       }
@@ -110,7 +116,7 @@ export function createDatabase(driver: Driver): Database {
 
     async session(fn) {
       enter();
-      const lease = await driver.acquire();
+      const lease = await mapUnavailable(driver.acquire());
       const scope: Scope = { what: "session", open: true, busy: false };
       const session: Session = {
         ...handle(lease.conn, scope),
@@ -135,6 +141,12 @@ export function createDatabase(driver: Driver): Database {
     async ping(timeoutMs = 2000) {
       enter();
       return driver.ping(timeoutMs);
+    },
+
+    async listen(channel, handlers) {
+      enter();
+      checkChannel(channel);
+      return driver.listen(channel, handlers);
     },
 
     close() {

@@ -3,6 +3,7 @@ import { openPostgres } from "./postgres.js";
 import type { Database, OpenDatabaseOptions } from "./types.js";
 
 export { type MigrateOptions, type Migration, migrate, readMigrations } from "./migrate.js";
+export type { ListenHandlers, NotificationSubscription } from "./notify.js";
 export type {
   Database,
   Executor,
@@ -11,6 +12,7 @@ export type {
   QueryResult,
   Session,
 } from "./types.js";
+export { databaseUnavailableReason, isConnectionError } from "./unavailable.js";
 
 /**
  * Opens the database DB_CONNECTION names: a postgres:// URL → PostgreSQL through `pg`;

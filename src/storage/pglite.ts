@@ -65,6 +65,8 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
   };
 
   const lock = createMutex();
+  /** Channels listened on: DISCARD ALL (a session's reset) ends every LISTEN, so they are renewed. */
+  const channels = new Map<string, number>();
   async function exclusive<T>(work: () => Promise<T>): Promise<T> {
     const unlock = await lock.acquire();
     try {
@@ -90,6 +92,7 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
             if (reset) {
               await pglite.exec("ROLLBACK").catch(() => {});
               await pglite.exec("DISCARD ALL");
+              for (const channel of channels.keys()) await pglite.exec(`LISTEN ${channel}`);
               await refreshTypes();
             }
           } catch (err) {
@@ -106,6 +109,22 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
         timeoutMs,
         "embedded database",
       ),
+    async listen(channel, handlers) {
+      const onPayload = (payload: string) => handlers.onNotification(payload);
+      const unlisten = await exclusive(() => pglite.listen(channel, onPayload));
+      channels.set(channel, (channels.get(channel) ?? 0) + 1);
+      let open = true;
+      return {
+        async close() {
+          if (!open) return;
+          open = false;
+          const left = (channels.get(channel) ?? 1) - 1;
+          if (left > 0) channels.set(channel, left);
+          else channels.delete(channel);
+          await exclusive(() => unlisten()).catch(() => {});
+        },
+      };
+    },
     async close() {
       await exclusive(() => pglite.close());
       log.debug({ dataDir }, "embedded database closed");

@@ -10,6 +10,7 @@ import {
 import { registerTypes } from "pgvector/pg";
 import type { Logger } from "../log.js";
 import { createDatabase, type Driver, withTimeout } from "./database.js";
+import { listenPostgres } from "./notify.js";
 import type { Database, Executor, QueryResult } from "./types.js";
 
 export interface PostgresOptions {
@@ -98,6 +99,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
         timeoutMs,
         "PostgreSQL",
       ),
+    listen: (channel, handlers) => listenPostgres(base, channel, handlers, log),
     async close() {
       await pool.end();
       log.debug({ server }, "PostgreSQL pool closed");

@@ -1,4 +1,5 @@
 import type { Logger } from "../log.js";
+import type { ListenHandlers, NotificationSubscription } from "./notify.js";
 
 export interface QueryResult<R> {
   rows: R[];
@@ -38,6 +39,11 @@ export interface Database extends Session {
   session<T>(fn: (session: Session) => Promise<T>): Promise<T>;
   /** Resolves when the database answers `select 1` within timeoutMs (default 2000). */
   ping(timeoutMs?: number): Promise<void>;
+  /**
+   * LISTEN on `channel` ([a-z_][a-z0-9_]*) until the subscription is closed; see
+   * src/storage/notify.ts. Send with `SELECT pg_notify($1, $2)` in a transaction.
+   */
+  listen(channel: string, handlers: ListenHandlers): Promise<NotificationSubscription>;
   /** Waits for running work, then closes. Idempotent; later calls on the handle reject. */
   close(): Promise<void>;
 }

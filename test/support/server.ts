@@ -18,6 +18,8 @@ export interface TestServer {
   /** Every log line the server wrote, as text. */
   logs: string[];
   createUser(username: string, password: string, roles?: string[]): Promise<string>;
+  /** An API key made as the command line makes one; the key itself (`tgk_...`). */
+  createApiKey(scopes: string[], options?: { name?: string; expiresAt?: Date }): Promise<string>;
   close(): Promise<void>;
 }
 
@@ -29,16 +31,20 @@ export async function startTestServer(
     throttlePolicy?: ThrottlePolicy;
     /** An already migrated database (closed with the server); default: a fresh PGlite. */
     db?: Database;
+    /** Settings: version poll interval and database timeout (src/settings/module.ts). */
+    settingsPollIntervalMs?: number;
+    settingsTimeoutMs?: number;
   } = {},
 ): Promise<TestServer> {
-  const { config } = loadConfig({
+  const env: NodeJS.ProcessEnv = {
     JWT_SECRET: testSecret,
     DATA_ENCRYPTION_KEY: testDataKey,
     PORT: "0",
     HOST: "127.0.0.1",
     LOG_LEVEL: "debug",
     ...options.env,
-  });
+  };
+  const { config } = loadConfig(env);
   const logs: string[] = [];
   const log = createLogger({
     level: "debug",
@@ -49,6 +55,11 @@ export async function startTestServer(
     config,
     log,
     db,
+    env,
+    ...(options.settingsPollIntervalMs
+      ? { settingsPollIntervalMs: options.settingsPollIntervalMs }
+      : {}),
+    ...(options.settingsTimeoutMs ? { settingsTimeoutMs: options.settingsTimeoutMs } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
   });
@@ -66,6 +77,14 @@ export async function startTestServer(
         roles,
       });
       return user.id;
+    },
+    async createApiKey(scopes, keyOptions = {}) {
+      const { key } = await core.apiKeys.create(
+        { type: "system" },
+        { requestId: null },
+        { name: keyOptions.name ?? "test key", scopes, expiresAt: keyOptions.expiresAt },
+      );
+      return key;
     },
     async close() {
       await core.close();

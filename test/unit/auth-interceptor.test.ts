@@ -2,7 +2,7 @@ import { Code, ConnectError, createClient, createRouterTransport } from "@connec
 import { describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { TranscodingTestService } from "../../gen/traitgate/testing/v1/transcoding_pb.js";
-import { unauthenticated } from "../../src/errors.js";
+import { unauthenticated, unavailable } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
 import { principalKey } from "../../src/server/context.js";
 import {
@@ -134,6 +134,20 @@ describe("refused calls are reported", () => {
       [`${svc}/WhoAmI`, "API_KEY_SCOPE", "u1", "k1"],
     ]);
     expect(refused[0]?.requestId).not.toBe("");
+  });
+
+  it("does not report a failure to decide (a key store that is down) as a refusal", async () => {
+    const refused: RefusedCall[] = [];
+    const c = client({
+      apiKeys: {
+        async verify() {
+          throw unavailable("DATABASE_UNAVAILABLE", "the database does not answer");
+        },
+      },
+      onRefused: async (call) => void refused.push(call),
+    });
+    expect((await refusal(c.whoAmI({}, as("admin", "key-write")))).code).toBe(Code.Unavailable);
+    expect(refused).toEqual([]);
   });
 
   it("answers with the reporter's error when the refusal cannot be recorded", async () => {

@@ -26,7 +26,28 @@ describe("configuration", () => {
       logLevel: "info",
       mfaRequired: false,
       jwt: { algorithm: "HS256", issuer: "traitgate", audience: "traitgate", ttlSeconds: 900 },
+      gateway: {
+        allowedHosts: ["127.0.0.1", "localhost", "::1"],
+        defaultTimeoutMs: 10_000,
+        maxTimeoutMs: 60_000,
+      },
     });
+  });
+
+  it("reads the operator lane's host list and deadlines", () => {
+    const { config } = loadConfig({
+      ...good,
+      PLUGIN_ALLOWED_HOSTS: " rag.internal, 10.0.0.5 ,",
+      GATEWAY_TIMEOUT_MS: "2000",
+    });
+    expect(config.gateway).toEqual({
+      allowedHosts: ["rag.internal", "10.0.0.5"],
+      defaultTimeoutMs: 2000,
+      maxTimeoutMs: 60_000,
+    });
+    expect(problemsOf({ ...good, GATEWAY_MAX_TIMEOUT_MS: "5" }).join("\n")).toContain(
+      "GATEWAY_MAX_TIMEOUT_MS",
+    );
   });
 
   it.each([

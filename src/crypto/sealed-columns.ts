@@ -1,0 +1,36 @@
+import { sealContext as settingContext } from "../settings/effective.js";
+
+/**
+ * Every database column that holds values sealed with the secret box, in one
+ * list: `traitgate keys rotate` walks exactly these. An area that starts
+ * storing sealed values adds one entry here, with the same context its own
+ * code seals and opens with (docs/encryption.md, "What is encrypted").
+ */
+
+export interface SealedColumn {
+  /** Table name (a plain lower-case SQL identifier). */
+  table: string;
+  /** The table's primary key: unique, ordered, never changed (keyset pagination walks it). */
+  idColumn: string;
+  /** The column holding sealed values (NULL = nothing stored). */
+  column: string;
+  /** The secret box context of the value in the row with this id. */
+  contextOf(id: string): string;
+}
+
+/** `users.mfa_secret:<user id>`, as src/identity/mfa.ts seals it. */
+const mfaContext = (userId: string) => `users.mfa_secret:${userId}`;
+
+export const sealedColumns: readonly SealedColumn[] = [
+  // TOTP secret of a user with MFA on.
+  { table: "users", idColumn: "id", column: "mfa_secret", contextOf: mfaContext },
+  // Enrolled, not yet activated: same context, because activation copies the
+  // sealed value into mfa_secret unchanged.
+  { table: "users", idColumn: "id", column: "mfa_pending_secret", contextOf: mfaContext },
+  // Secret platform settings (`settings:<key>`, src/settings/effective.ts); NULL for plain ones.
+  { table: "settings", idColumn: "key", column: "sealed", contextOf: settingContext },
+];
+
+/** `users.mfa_secret`: how reports name a column. */
+export const columnName = (c: Pick<SealedColumn, "table" | "column">): string =>
+  `${c.table}.${c.column}`;

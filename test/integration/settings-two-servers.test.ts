@@ -1,0 +1,95 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/log.js";
+import { migrate, openDatabase } from "../../src/storage/index.js";
+import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+/**
+ * Two servers, each with its own pool and listening connection, on one PostgreSQL: a
+ * change made through one applies on the other within a second, by LISTEN/NOTIFY (the
+ * version poll is set to a minute here, so it cannot be what delivers it).
+ */
+
+const url = process.env.TEST_DATABASE_URL?.trim();
+if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
+if (!url) console.warn("settings-two-servers: TEST_DATABASE_URL is unset: skipped");
+const password = "settings-shared-password";
+
+async function until(check: () => boolean, timeoutMs: number): Promise<number> {
+  const started = performance.now();
+  while (!check()) {
+    if (performance.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return performance.now() - started;
+}
+
+describe.skipIf(!url)("settings on two servers sharing one PostgreSQL", () => {
+  let a: TestServer;
+  let b: TestServer;
+  let headers: Record<string, string> = {};
+
+  beforeAll(async () => {
+    const schema = testSchemaName();
+    const dbA = await openTestPostgres(url ?? "", schema);
+    await migrate(dbA, silentLogger);
+    const dbB = await openDatabase({ connection: url, schema, log: silentLogger });
+    const env = { LOG_LEVEL: "info" };
+    b = await startTestServer({ db: dbB, env, settingsPollIntervalMs: 60_000 });
+    a = await startTestServer({ db: dbA, env, settingsPollIntervalMs: 60_000 });
+    await a.createUser("root", password, ["admin"]);
+    const key = await a.createApiKey(["settings:read", "settings:write"]);
+    const res = await fetch(`${a.url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "root", password }),
+    });
+    const { token } = (await res.json()) as { token: string };
+    headers = {
+      authorization: `Bearer ${token}`,
+      "x-api-key": key,
+      "content-type": "application/json",
+    };
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it("applies log_level and auth.* set on A to B within one second", async () => {
+    const changes: string[][] = [];
+    const stop = b.core.settings.subscribe((_, changed) => changes.push([...changed]));
+    expect(b.core.settings.current().values.log_level).toBe("info");
+    const res = await fetch(`${a.url}/api/admin/settings`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ log_level: "debug", "auth.mfa_required": true }),
+    });
+    expect(res.status).toBe(200);
+    const waited = await until(() => b.core.settings.current().values.log_level === "debug", 1_000);
+    expect(waited).toBeLessThan(1_000);
+    expect(b.core.settings.current().values["auth.mfa_required"]).toBe(true);
+    expect(changes).toEqual([["log_level", "auth.mfa_required"]]);
+    // B's root logger follows: its next successful call writes a debug line.
+    const mark = b.logs.length;
+    const onB = await fetch(`${b.url}/api/admin/settings`, { headers });
+    expect(onB.status).toBe(200);
+    expect(await onB.json()).toMatchObject({ settings: { log_level: "debug" } });
+    expect(b.logs.slice(mark).some((l) => l.includes('"level":"debug"'))).toBe(true);
+    stop();
+  });
+
+  it("is told of a change made while its listening connection was cut", async () => {
+    // Cut B's LISTEN connection from the server side; it reconnects and re-reads.
+    await a.core.db.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'traitgate-listen' AND pid <> pg_backend_pid()",
+    );
+    const res = await fetch(`${a.url}/api/admin/settings`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ "auth.token_ttl_seconds": 600 }),
+    });
+    expect(res.status).toBe(200);
+    await until(() => b.core.settings.current().values["auth.token_ttl_seconds"] === 600, 5_000);
+  });
+});
