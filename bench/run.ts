@@ -1,5 +1,6 @@
 import { benchAudit } from "./audit.js";
 import { benchIdentity } from "./identity.js";
+import { benchPolicy } from "./policy.js";
 
 /**
  * `npm run bench`: every benchmark, one after the other, printed as Markdown.
@@ -10,3 +11,5 @@ console.log(`# Traitgate benchmarks (${new Date().toISOString()}, ${seconds} s p
 console.log(await benchIdentity(seconds));
 console.log();
 console.log(await benchAudit(seconds));
+console.log();
+console.log(await benchPolicy(seconds));
