@@ -5,7 +5,7 @@ import type { PolicyDocument, PolicyRule } from "./types.js";
  * data (docs/policy.md has the table). Contexts:
  * - USER_ACTION, SEARCH: a user reads data of the request's data classes;
  * - DATA_EXPORT: a user exports data (the resource states its `row_count`);
- * - PLUGIN_CALL: data of the request's classes goes to a plugin of a plugin_type;
+ * - PLUGIN_INTERACTION: data of the request's classes goes to a plugin of a plugin_type;
  * - UI_RENDER: may the caller see the request's `ui_feature:` trait.
  */
 const read = ["USER_ACTION", "SEARCH"];
@@ -150,21 +150,21 @@ const pluginInteraction: PolicyRule[] = [
   rule(
     "plugin-external-phi",
     "external plugins never receive health data",
-    ["PLUGIN_CALL"],
+    ["PLUGIN_INTERACTION"],
     { all: ["plugin_type:external", "data_access:phi"] },
     "deny",
   ),
   rule(
     "plugin-external-financial",
     "external plugins never receive financial data",
-    ["PLUGIN_CALL"],
+    ["PLUGIN_INTERACTION"],
     { all: ["plugin_type:external", "data_access:financial"] },
     "deny",
   ),
   rule(
     "plugin-external-pii",
     "external plugins receive personal data sanitized",
-    ["PLUGIN_CALL"],
+    ["PLUGIN_INTERACTION"],
     { all: ["plugin_type:external", "data_access:pii"] },
     "sanitize",
     { sanitize: { fields: [], classifications: ["pii"] } },
@@ -172,21 +172,21 @@ const pluginInteraction: PolicyRule[] = [
   rule(
     "plugin-external-public",
     "external plugins receive public data",
-    ["PLUGIN_CALL"],
+    ["PLUGIN_INTERACTION"],
     { all: ["plugin_type:external", "data_access:public"] },
     "allow",
   ),
   rule(
     "plugin-internal",
     "internal plugins receive data other than health data",
-    ["PLUGIN_CALL"],
+    ["PLUGIN_INTERACTION"],
     { all: ["plugin_type:internal"], none: ["data_access:phi"] },
     "allow",
   ),
   rule(
     "plugin-internal-phi",
     "internal plugins in HIPAA scope receive health data",
-    ["PLUGIN_CALL"],
+    ["PLUGIN_INTERACTION"],
     { all: ["plugin_type:internal", "data_access:phi", "compliance:hipaa"] },
     "allow",
   ),

@@ -15,7 +15,7 @@ import { seededRandom } from "./helpers.js";
  * on randomized registries, policies and requests from fixed seeds.
  */
 const categories = ["role", "capability", "data_access", "security"] as const;
-const contexts = ["USER_ACTION", "SEARCH", "PLUGIN_CALL"];
+const contexts = ["USER_ACTION", "SEARCH", "PLUGIN_INTERACTION"];
 const conditions = [
   "request.resource.level > 5",
   "request.resource.missing == 1", // fails at run time: deny
