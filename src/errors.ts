@@ -27,6 +27,11 @@ export interface DomainErrorOptions {
   metadata?: Record<string, string>;
   /** For throttling errors: when the client may try again (sent as Retry-After). */
   retryAfterSeconds?: number;
+  /**
+   * A JSON object for the client, sent as a `google.protobuf.Struct` error detail
+   * (e.g. a plugin's own error body). Never secrets, and never logged.
+   */
+  body?: Record<string, unknown>;
 }
 
 export class DomainError extends Error {
@@ -34,6 +39,7 @@ export class DomainError extends Error {
   readonly field: string | undefined;
   readonly metadata: Record<string, string>;
   readonly retryAfterSeconds: number | undefined;
+  readonly body: Record<string, unknown> | undefined;
 
   constructor(
     readonly kind: ErrorKind,
@@ -45,6 +51,7 @@ export class DomainError extends Error {
     this.field = options.field;
     this.metadata = options.metadata ?? {};
     this.retryAfterSeconds = options.retryAfterSeconds;
+    this.body = options.body;
   }
 }
 

@@ -7,12 +7,16 @@ import {
   createAuditWriter,
 } from "./audit/index.js";
 import { type Config, embeddedDatabaseDir } from "./config.js";
+import type { Gateway } from "./gateway/gateway.js";
+import { createGatewayModule, type GatewayArea } from "./gateway/module.js";
+import type { PluginRegistry } from "./gateway/plugins.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
 import { createUserAdminModule } from "./identity/user-admin-service.js";
 import type { Logger } from "./log.js";
+import { compilePolicy, createTraitRegistry, defaultPolicy } from "./policy/index.js";
 import { createApp } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
 import type { LiveSettings } from "./settings/live.js";
@@ -29,6 +33,9 @@ export interface Core {
   apiKeys: ApiKeys;
   /** The settings this process runs with; subscribe to follow changes (docs/settings.md). */
   settings: LiveSettings;
+  /** The operator lane's in-process entry (core search calls plugins through it). */
+  gateway: Gateway;
+  plugins: PluginRegistry;
   close(): Promise<void>;
 }
 
@@ -73,8 +80,10 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     });
     stopSettings = () => settingsArea.live.close();
     followLogLevel(log, settingsArea.live);
+    let gatewayArea: GatewayArea | undefined;
     const {
       identity,
+      serviceAccounts,
       module: identityModule,
       serviceAccountAdmin,
       passwords,
@@ -92,6 +101,8 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
+      // Plugin ids and service account names are both gateway callers: each side asks the other.
+      callerNameTaken: (name) => gatewayArea?.registry.exists(name) ?? Promise.resolve(false),
     });
     const apiKeysArea = createApiKeysModule({
       db,
@@ -99,6 +110,18 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       ...(options.clock ? { clock: options.clock } : {}),
     });
+    const policyEngine = compilePolicy(defaultPolicy, createTraitRegistry());
+    gatewayArea = createGatewayModule({
+      db,
+      audit,
+      log,
+      dataKeys: config.dataKeys,
+      config: { ...config.gateway, maxReplyBytes: config.maxBodyBytes },
+      policy: () => policyEngine,
+      isServiceAccountName: (name) => serviceAccounts.exists(name),
+      ...(options.clock ? { clock: options.clock } : {}),
+    });
+    const gateway = gatewayArea;
     const { listener } = createApp({
       modules: [
         identityModule,
@@ -114,8 +137,10 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         apiKeysArea.module,
         createAuditQueryModule({ db }),
         settingsArea.module,
+        ...gateway.modules,
       ],
-      authenticator: identity,
+      // Plugin credentials (Bearer tgp_…) authenticate gateway callers; tokens everything else.
+      authenticator: gateway.authenticator(identity),
       apiKeys: apiKeysArea.verifier,
       onRefused: auditRefusedCalls(audit),
       health: {
@@ -144,8 +169,11 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       audit,
       apiKeys: apiKeysArea.apiKeys,
       settings: settingsArea.live,
+      gateway: gateway.gateway,
+      plugins: gateway.registry,
       async close() {
         await server.close();
+        gateway.close();
         await settingsArea.live.close();
         await audit.close();
         if (!options.db) await db.close();

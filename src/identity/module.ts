@@ -33,6 +33,8 @@ export interface IdentityModuleDeps {
   dataKeys: DataKeys;
   clock?: Clock;
   throttlePolicy?: ThrottlePolicy;
+  /** Is a service account name taken by a plugin id (both are gateway callers)? */
+  callerNameTaken?: (name: string) => Promise<boolean>;
 }
 
 const rules = new Map<string, AuthRule>([
@@ -102,6 +104,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     audit: deps.audit,
     log,
     tokenTtlSeconds: deps.jwt.serviceTtlSeconds,
+    ...(deps.callerNameTaken ? { callerNameTaken: deps.callerNameTaken } : {}),
     forget: (id) => identity.forgetServiceAccount(id),
   });
   const service = createIdentityService(identity, serviceAccounts);

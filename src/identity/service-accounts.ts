@@ -32,6 +32,8 @@ export interface ServiceAccountList {
 }
 
 export interface ServiceAccounts {
+  /** Is there a service account with this name? */
+  exists(name: string): Promise<boolean>;
   /** Client credentials → a short-lived access token; INVALID_CLIENT for anything wrong. */
   issueToken(clientId: string, clientSecret: string, meta: RequestMeta): Promise<IssuedToken>;
   create(
@@ -70,6 +72,11 @@ export interface ServiceAccountsDeps {
   log: Logger;
   /** Lifetime of service-account tokens (SERVICE_TOKEN_TTL_SECONDS). */
   tokenTtlSeconds: number;
+  /**
+   * Is the name taken by another kind of caller (a plugin id)? Service account names and
+   * plugin ids are both gateway callers, so they must not collide.
+   */
+  callerNameTaken?: (name: string) => Promise<boolean>;
   /** Called after a change, so that this process's cached state of the account is dropped. */
   forget: (id: string) => void;
 }
@@ -143,6 +150,8 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
   }
 
   return {
+    exists: async (name) => namePattern.test(name) && (await store.findByName(name)) !== undefined,
+
     async issueToken(clientId, clientSecret, meta) {
       const { clientAddress } = meta;
       const throttleKey = `service:${clientId}`;
@@ -204,6 +213,14 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
     },
 
     async create(actor, meta, input) {
+      if (await deps.callerNameTaken?.(input.name)) {
+        throw new DomainError(
+          "already_exists",
+          "CALLER_NAME_TAKEN",
+          "a plugin has this id; service account names and plugin ids must differ",
+          { field: "name" },
+        );
+      }
       const clientSecret = newSecret();
       const account = await store.create({
         name: input.name,

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import { createRegistry, type DescService } from "@bufbuild/protobuf";
+import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import {
   Code,
@@ -43,6 +44,11 @@ export interface ServiceModule {
   services: readonly DescService[];
   register(router: ConnectRouter): void;
   authRules: ReadonlyMap<string, AuthRule>;
+  /**
+   * Records refusals of this module's methods in its own way (the gateway writes
+   * them as operator_call events) instead of the app's `onRefused`.
+   */
+  onRefused?: (call: RefusedCall) => Promise<void>;
 }
 
 export interface AppOptions {
@@ -55,6 +61,21 @@ export interface AppOptions {
   health: HealthChecker;
   log: Logger;
   maxBodyBytes: number;
+}
+
+/** Sends each refusal to the hook of the module that owns the method, or to the default. */
+function refusalRecorder(
+  modules: readonly ServiceModule[],
+  fallback: ((call: RefusedCall) => Promise<void>) | undefined,
+): (call: RefusedCall) => Promise<void> {
+  const byService = new Map<string, (call: RefusedCall) => Promise<void>>();
+  for (const m of modules) {
+    if (m.onRefused) for (const s of m.services) byService.set(s.typeName, m.onRefused);
+  }
+  return async (call) => {
+    const own = byService.get(call.rpc.slice(0, call.rpc.indexOf("/")));
+    await (own ?? fallback)?.(call);
+  };
 }
 
 /**
@@ -84,7 +105,7 @@ export function createApp(options: AppOptions): {
         authenticator: options.authenticator,
         rules: authRules,
         ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
-        ...(options.onRefused ? { onRefused: options.onRefused } : {}),
+        onRefused: refusalRecorder(modules, options.onRefused),
       }),
       createValidateInterceptor(),
     ],
@@ -109,6 +130,8 @@ export function createApp(options: AppOptions): {
     handlers,
     registry: createRegistry(
       file_google_rpc_error_details,
+      // Error bodies of operator plugins travel as Struct details.
+      file_google_protobuf_struct,
       file_buf_validate_validate,
       ...services.map((s) => s.file),
     ),

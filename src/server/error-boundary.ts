@@ -1,4 +1,5 @@
-import { create } from "@bufbuild/protobuf";
+import { create, fromJson, type JsonObject } from "@bufbuild/protobuf";
+import { StructSchema } from "@bufbuild/protobuf/wkt";
 import { ViolationsSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
@@ -64,9 +65,13 @@ export function toConnectError(err: unknown, log: Logger): ConnectError {
       err.retryAfterSeconds === undefined
         ? undefined
         : new Headers({ "retry-after": String(Math.max(1, Math.ceil(err.retryAfterSeconds))) });
-    return new ConnectError(err.message, codeOfKind[err.kind], headers, [
+    const details = [
       errorInfo(err.reason, metadata),
-    ]);
+      ...(err.body === undefined
+        ? []
+        : [{ desc: StructSchema, value: fromJson(StructSchema, err.body as JsonObject) }]),
+    ];
+    return new ConnectError(err.message, codeOfKind[err.kind], headers, details);
   }
   if (err instanceof ConnectError) {
     if (reasonOf(err) !== undefined) return err;

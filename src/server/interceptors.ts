@@ -134,6 +134,8 @@ export interface RefusedCall {
   /** The caller when the token was valid (refused for a role or a key). */
   caller?: AuthenticatedCaller;
   apiKeyId?: string;
+  /** The request message of a unary call (its fields as parsed), else undefined. */
+  message: unknown;
   error: DomainError;
 }
 
@@ -198,6 +200,7 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
           clientAddress: req.contextValues.get(clientAddressKey),
           ...(caller ? { caller } : {}),
           ...(apiKey ? { apiKeyId: apiKey.id } : {}),
+          message: req.stream ? undefined : req.message,
           error: err,
         });
       }

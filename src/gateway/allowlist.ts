@@ -1,0 +1,113 @@
+import type { AuditWriter } from "../audit/index.js";
+import { DomainError, invalidArgument } from "../errors.js";
+import { createStateCache } from "../identity/state-cache.js";
+import type { Clock } from "../identity/tokens.js";
+import type { AllowlistEntry, AllowlistStore } from "./allowlist-store.js";
+import type { PluginRecord } from "./plugin-store.js";
+import type { RegistryActor, RegistryMeta } from "./plugins.js";
+
+/**
+ * The operator allowlist: which caller (a plugin id or a service account name)
+ * may call which operations of which plugin. Lookups on the gateway's hot path
+ * are cached for at most one second, so a change reaches every process sharing
+ * the database within a second (at once on the process that made it).
+ */
+
+export interface OperatorAllowlist {
+  put(
+    actor: RegistryActor,
+    meta: RegistryMeta,
+    entry: { caller: string; target: string; operations: readonly string[] },
+  ): Promise<AllowlistEntry>;
+  list(filter: { caller?: string; target?: string }): Promise<AllowlistEntry[]>;
+  delete(actor: RegistryActor, meta: RegistryMeta, caller: string, target: string): Promise<void>;
+  /** The operations `caller` may call on `target` (empty when there is no entry). */
+  operationsFor(caller: string, target: string): Promise<ReadonlySet<string>>;
+}
+
+export interface OperatorAllowlistDeps {
+  store: AllowlistStore;
+  audit: Pick<AuditWriter, "write">;
+  /** The target plugin, to check that the operations exist in its manifest. */
+  plugin: (id: string) => Promise<PluginRecord | undefined>;
+  clock: Clock;
+}
+
+/** Callers and targets are `[a-z0-9-]` names, so a space separates them safely. */
+const allowlistKey = (caller: string, target: string) => `${caller} ${target}`;
+
+export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAllowlist {
+  const { store, audit } = deps;
+  const cache = createStateCache<ReadonlySet<string>>(
+    async (key) => {
+      const [caller = "", target = ""] = key.split(" ");
+      return new Set((await store.get(caller, target))?.operations ?? []);
+    },
+    { ttlMs: 1000, clock: deps.clock },
+  );
+  return {
+    async put(actor, meta, entry) {
+      const target = await deps.plugin(entry.target);
+      if (target === undefined) {
+        throw new DomainError(
+          "not_found",
+          "PLUGIN_NOT_FOUND",
+          `no plugin has the id ${entry.target}`,
+          {
+            field: "target",
+          },
+        );
+      }
+      const unknown = entry.operations.filter((op) => !(op in target.manifest.endpoints));
+      if (unknown.length > 0) {
+        throw invalidArgument(
+          "UNKNOWN_OPERATION",
+          `${entry.target} has no operation ${unknown.join(", ")} in its manifest`,
+          { field: "operations", metadata: { operations: unknown.join(",") } },
+        );
+      }
+      const operations = [...new Set(entry.operations)].sort();
+      const before = await store.get(entry.caller, entry.target);
+      const saved = await store.put(entry.caller, entry.target, operations);
+      cache.forget(allowlistKey(entry.caller, entry.target));
+      await audit.write({
+        actorType: actor.kind,
+        actorId: actor.id,
+        action: "allowlist_put",
+        target: `allowlist:${entry.caller}->${entry.target}`,
+        outcome: "success",
+        requestId: meta.requestId,
+        details: { before: before?.operations ?? null, after: operations },
+      });
+      return saved;
+    },
+
+    list: (filter) => store.list(filter),
+
+    async delete(actor, meta, caller, target) {
+      const removed = await store.delete(caller, target);
+      if (removed === undefined) {
+        throw new DomainError(
+          "not_found",
+          "ALLOWLIST_ENTRY_NOT_FOUND",
+          "no entry for this caller and target",
+          {
+            field: "caller",
+          },
+        );
+      }
+      cache.forget(allowlistKey(caller, target));
+      await audit.write({
+        actorType: actor.kind,
+        actorId: actor.id,
+        action: "allowlist_delete",
+        target: `allowlist:${caller}->${target}`,
+        outcome: "success",
+        requestId: meta.requestId,
+        details: { before: removed.operations },
+      });
+    },
+
+    operationsFor: (caller, target) => cache.get(allowlistKey(caller, target)),
+  };
+}

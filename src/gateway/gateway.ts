@@ -1,0 +1,323 @@
+import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
+import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { DomainError, type ErrorKind, unavailable } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { OperatorAllowlist } from "./allowlist.js";
+import type { Forwarder, ForwardResult } from "./forwarder.js";
+import type { PluginManifest } from "./manifest.js";
+import type { PluginRecord } from "./plugin-store.js";
+
+/**
+ * The gateway call: who is calling, may they, may this data go there, then
+ * one forward to the path of the plugin's manifest, and one `operator_call`
+ * audit event whatever happened. Everything that can be prepared once (the
+ * plugin's manifest, the opened core secret, the allowlist entry) comes from
+ * caches; a decision that cannot be made (the allowlist or the policy fails)
+ * refuses the call (fail closed). No transport types here.
+ */
+
+/** Who called the gateway, as authenticated (never as the body says). */
+export interface GatewayCaller {
+  kind: "user" | "service" | "plugin";
+  /** The user's, service account's or plugin's id. */
+  id: string;
+  /** The name callers are allowlisted by: a plugin id or a service account name. */
+  name: string;
+}
+
+export interface CallInput {
+  caller: GatewayCaller;
+  /** The `caller_plugin` of the request body. */
+  callerPlugin: string;
+  pluginId: string;
+  operation: string;
+  payload: JsonObject;
+  /** The caller's deadline, if it sent one. */
+  timeoutMs: number | undefined;
+  requestId: string;
+  signal?: AbortSignal;
+}
+
+export type PolicyVerdict =
+  | { decision: "allow" }
+  | { decision: "deny"; reason: string }
+  | { decision: "sanitize"; apply: (payload: JsonObject) => JsonObject };
+
+/** The plugin-interaction policy (context PLUGIN_INTERACTION). */
+export interface PluginPolicy {
+  decide(input: {
+    /** The target plugin: its manifest (plugin_type and further traits). */
+    plugin: PluginManifest;
+    operation: string;
+    /** The data classes the payload declares. */
+    classifications: readonly string[];
+  }): PolicyVerdict;
+}
+
+export interface GatewayDeps {
+  plugin: (id: string) => Promise<PluginRecord | null>;
+  /** The secret the core shows `plugin` (opened once per credential rotation). */
+  coreSecret: (plugin: PluginRecord) => string;
+  allowlist: Pick<OperatorAllowlist, "operationsFor">;
+  policy: PluginPolicy;
+  forwarder: Forwarder;
+  audit: Pick<AuditWriter, "write">;
+  log: Logger;
+  timeouts: { defaultMs: number; maxMs: number };
+}
+
+export interface Gateway {
+  call(input: CallInput): Promise<JsonObject>;
+}
+
+/** Statuses of refusals the gateway decides itself, for the audit event. */
+const statusOfKind: Record<ErrorKind, number> = {
+  invalid_argument: 400,
+  unauthenticated: 401,
+  permission_denied: 403,
+  not_found: 404,
+  already_exists: 409,
+  aborted: 409,
+  failed_precondition: 400,
+  resource_exhausted: 429,
+  unavailable: 503,
+  deadline_exceeded: 504,
+  internal: 500,
+};
+
+/** A plugin's HTTP error status, as the nearest error kind (whose status is the same for the common ones). */
+function kindOfStatus(status: number): ErrorKind {
+  switch (status) {
+    case 400:
+      return "invalid_argument";
+    case 401:
+      return "unauthenticated";
+    case 403:
+      return "permission_denied";
+    case 404:
+      return "not_found";
+    case 409:
+      return "aborted";
+    case 429:
+      return "resource_exhausted";
+    case 503:
+      return "unavailable";
+    case 504:
+      return "deadline_exceeded";
+    default:
+      return status >= 500 ? "internal" : "failed_precondition";
+  }
+}
+
+const refuse = (kind: ErrorKind, reason: string, message: string, field?: string) =>
+  new DomainError(kind, reason, message, field ? { field } : {});
+
+/** The data classes a payload declares: `classification` at the top, in `document`, or in `chunks[]`. */
+export function classificationsOf(payload: JsonObject): string[] {
+  const found = new Set<string>();
+  const take = (v: JsonValue | undefined) => {
+    if (typeof v === "string" && v !== "") found.add(v);
+  };
+  take(payload.classification);
+  const doc = payload.document;
+  if (doc !== null && typeof doc === "object" && !Array.isArray(doc)) take(doc.classification);
+  const chunks = payload.chunks;
+  if (Array.isArray(chunks)) {
+    for (const chunk of chunks) {
+      if (chunk !== null && typeof chunk === "object" && !Array.isArray(chunk)) {
+        take(chunk.classification);
+      }
+    }
+  }
+  return [...found];
+}
+
+export function createGateway(deps: GatewayDeps): Gateway {
+  const { allowlist, policy, forwarder, audit, log } = deps;
+
+  async function decideAndForward(input: CallInput, event: { status: number; bytes: number }) {
+    const { caller } = input;
+    if (caller.kind === "user") {
+      throw refuse(
+        "permission_denied",
+        "CALLER_NOT_A_PLUGIN",
+        "gateway calls come from plugins and service accounts, not users",
+      );
+    }
+    if (caller.name !== input.callerPlugin) {
+      throw refuse(
+        "permission_denied",
+        "CALLER_MISMATCH",
+        "caller_plugin is not the authenticated caller",
+        "caller_plugin",
+      );
+    }
+    const plugin = await deps.plugin(input.pluginId).catch((err: unknown) => {
+      throw unavailable("REGISTRY_UNAVAILABLE", "the plugin registry cannot be read", {
+        cause: err,
+      });
+    });
+    if (plugin === null || !plugin.enabled) {
+      throw refuse("not_found", "PLUGIN_NOT_FOUND", "no enabled plugin has this id", "plugin_id");
+    }
+    const path = plugin.manifest.endpoints[input.operation];
+    if (path === undefined) {
+      throw refuse(
+        "not_found",
+        "OPERATION_NOT_FOUND",
+        "the plugin has no such operation",
+        "operation",
+      );
+    }
+    const allowed = await allowlist
+      .operationsFor(input.callerPlugin, input.pluginId)
+      .catch((err: unknown) => {
+        throw unavailable("ALLOWLIST_UNAVAILABLE", "the operator allowlist cannot be read", {
+          cause: err,
+        });
+      });
+    if (!allowed.has(input.operation)) {
+      throw refuse(
+        "permission_denied",
+        "NOT_ALLOWLISTED",
+        "no allowlist entry permits this caller, plugin and operation",
+      );
+    }
+    let verdict: PolicyVerdict;
+    try {
+      verdict = policy.decide({
+        plugin: plugin.manifest,
+        operation: input.operation,
+        classifications: classificationsOf(input.payload),
+      });
+    } catch (err) {
+      log.warn({ err, plugin_id: input.pluginId }, "plugin policy failed: call denied");
+      verdict = { decision: "deny", reason: "the policy could not be evaluated" };
+    }
+    if (verdict.decision === "deny") {
+      throw refuse("permission_denied", "POLICY_DENIED", `policy: ${verdict.reason}`);
+    }
+    const payload = verdict.decision === "sanitize" ? verdict.apply(input.payload) : input.payload;
+    const body = Buffer.from(JSON.stringify(payload));
+    event.bytes = body.length;
+    const timeoutMs = Math.min(input.timeoutMs ?? deps.timeouts.defaultMs, deps.timeouts.maxMs);
+    const result = await forwarder.forward({
+      host: plugin.manifest.host,
+      port: plugin.manifest.port,
+      path,
+      body,
+      timeoutMs,
+      headers: {
+        authorization: `Bearer ${deps.coreSecret(plugin)}`,
+        "x-request-id": input.requestId,
+        "x-traitgate-caller": input.callerPlugin,
+        "x-traitgate-operation": input.operation,
+      },
+      ...(input.signal ? { signal: input.signal } : {}),
+    });
+    return replyOf(result, event);
+  }
+
+  return {
+    async call(input) {
+      const started = performance.now();
+      const event = { status: 200, bytes: 0 };
+      let outcome: AuditEventInput["outcome"] = "success";
+      let reason = "";
+      try {
+        return await decideAndForward(input, event);
+      } catch (err) {
+        const kind = err instanceof DomainError ? err.kind : "internal";
+        reason = err instanceof DomainError ? err.reason : "INTERNAL";
+        event.status = err instanceof PluginError ? err.status : statusOfKind[kind];
+        outcome =
+          kind === "permission_denied" || kind === "unauthenticated" || kind === "not_found"
+            ? "denied"
+            : err instanceof PluginError
+              ? "failure"
+              : "error";
+        throw err;
+      } finally {
+        const latencyMs = +(performance.now() - started).toFixed(3);
+        // Not awaited: the answer does not wait for the commit (see docs/operator-lane.md);
+        // a failed write is logged and trips the audit latch, which refuses later calls.
+        audit
+          .write({
+            actorType: input.caller.kind,
+            actorId: input.caller.id,
+            action: "operator_call",
+            target: `plugin:${input.pluginId}`,
+            outcome,
+            requestId: input.requestId,
+            details: {
+              caller: input.callerPlugin,
+              operation: input.operation,
+              status: event.status,
+              reason,
+              latency_ms: latencyMs,
+              payload_bytes: event.bytes,
+            },
+          })
+          .catch((err: unknown) => log.error({ err }, "operator_call audit event lost"));
+      }
+    },
+  };
+}
+
+/** A plugin answered with an error status; its JSON body goes back to the caller. */
+export class PluginError extends DomainError {
+  constructor(
+    readonly status: number,
+    pluginBody: JsonObject | undefined,
+  ) {
+    super(kindOfStatus(status), "PLUGIN_ERROR", `the plugin answered ${status}`, {
+      metadata: { plugin_status: String(status) },
+      ...(pluginBody ? { body: pluginBody } : {}),
+    });
+  }
+}
+
+function replyOf(result: ForwardResult, event: { status: number }): JsonObject {
+  switch (result.kind) {
+    case "unreachable":
+      throw unavailable("PLUGIN_UNAVAILABLE", "the plugin cannot be reached");
+    case "timeout":
+      throw new DomainError(
+        "deadline_exceeded",
+        "PLUGIN_TIMEOUT",
+        "the plugin did not answer in time",
+      );
+    case "aborted":
+      throw new DomainError("aborted", "CALL_ABORTED", "the caller went away");
+    case "too_large":
+      throw new DomainError(
+        "internal",
+        "PLUGIN_REPLY_TOO_LARGE",
+        "the plugin's reply is too large",
+      );
+    case "reply": {
+      const parsed = parseObject(result.body);
+      if (result.status < 200 || result.status > 299) throw new PluginError(result.status, parsed);
+      if (parsed === undefined) {
+        throw new DomainError(
+          "internal",
+          "PLUGIN_BAD_REPLY",
+          "the plugin's reply is not a JSON object",
+        );
+      }
+      event.status = 200;
+      return parsed;
+    }
+  }
+}
+
+function parseObject(body: Buffer): JsonObject | undefined {
+  try {
+    const value: unknown = JSON.parse(body.toString("utf8"));
+    return value !== null && typeof value === "object" && !Array.isArray(value)
+      ? (value as JsonObject)
+      : undefined;
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,198 @@
+import type { CallRequest } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
+import { type AuditWriter, auditRefusedCalls } from "../audit/index.js";
+import { createSecretBox, type DataKeys } from "../crypto/secret-box.js";
+import { createStateCache } from "../identity/state-cache.js";
+import type { Clock } from "../identity/tokens.js";
+import { bearerToken } from "../identity/validation.js";
+import type { Logger } from "../log.js";
+import type { PolicyEngine } from "../policy/index.js";
+import type { ServiceModule } from "../server/app.js";
+import { type Authenticator, type AuthRule, requireAuth } from "../server/interceptors.js";
+import type { Database } from "../storage/index.js";
+import { createOperatorAllowlist } from "./allowlist.js";
+import { createAllowlistStore } from "./allowlist-store.js";
+import { createForwarder } from "./forwarder.js";
+import { createGateway, type Gateway } from "./gateway.js";
+import { createOperatorCallFeed } from "./operator-calls.js";
+import type { PluginRecord } from "./plugin-store.js";
+import { createPluginStore } from "./plugin-store.js";
+import { createPluginRegistry, credentialPrefix, type PluginRegistry } from "./plugins.js";
+import { enginePluginPolicy, engineTraitCheck } from "./policy.js";
+import {
+  createGatewayService,
+  createOperatorAllowlistService,
+  createPluginRegistryService,
+  GatewayService,
+  OperatorAllowlistService,
+  PluginRegistryService,
+} from "./service.js";
+
+export interface GatewayConfig {
+  /** PLUGIN_ALLOWED_HOSTS: hosts manifests may name without an explicit exception. */
+  allowedHosts: readonly string[];
+  /** GATEWAY_TIMEOUT_MS and GATEWAY_MAX_TIMEOUT_MS: a call's deadline when the caller sets none, and the cap. */
+  defaultTimeoutMs: number;
+  maxTimeoutMs: number;
+  /** Largest plugin reply passed on (MAX_BODY_BYTES). */
+  maxReplyBytes: number;
+}
+
+export interface GatewayModuleDeps {
+  db: Database;
+  audit: Pick<AuditWriter, "write">;
+  log: Logger;
+  dataKeys: DataKeys;
+  config: GatewayConfig;
+  /** The active policy engine (the policy area's; it may change while the platform runs). */
+  policy: () => PolicyEngine;
+  /** Plugin ids must not be service account names (both are allowlist callers). */
+  isServiceAccountName: (name: string) => Promise<boolean>;
+  clock?: Clock;
+}
+
+export interface GatewayArea {
+  modules: ServiceModule[];
+  registry: PluginRegistry;
+  /** The in-process entry (core search calls plugins through it, as `ai-core`). */
+  gateway: Gateway;
+  /** Adds plugin credentials (`Bearer tgp_…`) to an authenticator of user and service tokens. */
+  authenticator(base: Authenticator): Authenticator;
+  close(): void;
+}
+
+const admin = (scope: string) => requireAuth({ roles: ["admin"], apiKeyScopes: [scope] });
+
+const rules = new Map<string, AuthRule>([
+  ...PluginRegistryService.methods.map(
+    (m) =>
+      [
+        `${PluginRegistryService.typeName}/${m.name}`,
+        admin(
+          m.name === "ListPlugins" || m.name === "GetPlugin" ? "plugins:read" : "plugins:write",
+        ),
+      ] as const,
+  ),
+  ...OperatorAllowlistService.methods.map(
+    (m) =>
+      [
+        `${OperatorAllowlistService.typeName}/${m.name}`,
+        admin(m.name === "ListAllowlistEntries" ? "operator:read" : "operator:write"),
+      ] as const,
+  ),
+  // Any authenticated caller; the gateway itself checks that it is the caller it claims.
+  [`${GatewayService.typeName}/Call`, requireAuth()],
+  [
+    `${GatewayService.typeName}/WatchOperatorCalls`,
+    requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: ["audit:read"] }),
+  ],
+]);
+
+/** Wires the operator lane: registry, allowlist, gateway and their Connect services. */
+export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
+  const clock = deps.clock ?? { now: () => Date.now() };
+  const cacheOptions = { ttlMs: 1000, clock };
+  const store = createPluginStore(deps.db);
+  const allowlistStore = createAllowlistStore(deps.db);
+  const box = createSecretBox(deps.dataKeys);
+  const byId = createStateCache<PluginRecord | null>(
+    async (id) => (await store.find(id)) ?? null,
+    cacheOptions,
+  );
+  const byCredential = createStateCache<PluginRecord | null>(
+    async (hex) => (await store.findByCredentialHash(Buffer.from(hex, "hex"))) ?? null,
+    cacheOptions,
+  );
+  const registry = createPluginRegistry({
+    store,
+    box,
+    audit: deps.audit,
+    allowedHosts: new Set(deps.config.allowedHosts.map((h) => h.toLowerCase())),
+    checkTrait: engineTraitCheck(deps.policy),
+    byId,
+    byCredential,
+    isServiceAccountName: deps.isServiceAccountName,
+    operationsInUse: async (pluginId) =>
+      new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
+  });
+  const allowlist = createOperatorAllowlist({
+    store: allowlistStore,
+    audit: deps.audit,
+    plugin: (id) => store.find(id),
+    clock,
+  });
+  // The core's secret for a plugin, opened once per sealed value (i.e. per rotation).
+  const opened = new Map<string, { sealed: string; secret: string }>();
+  const forwarder = createForwarder({ maxReplyBytes: deps.config.maxReplyBytes });
+  const gateway = createGateway({
+    plugin: (id) => byId.get(id),
+    coreSecret: (plugin) => {
+      const hit = opened.get(plugin.manifest.id);
+      if (hit?.sealed === plugin.coreSecretSealed) return hit.secret;
+      const secret = registry.coreSecret(plugin);
+      opened.set(plugin.manifest.id, { sealed: plugin.coreSecretSealed, secret });
+      return secret;
+    },
+    allowlist,
+    policy: enginePluginPolicy(deps.policy),
+    forwarder,
+    audit: deps.audit,
+    log: deps.log.child({ area: "gateway" }),
+    timeouts: { defaultMs: deps.config.defaultTimeoutMs, maxMs: deps.config.maxTimeoutMs },
+  });
+  const feed = createOperatorCallFeed({ db: deps.db });
+  const refusedAdmin = auditRefusedCalls(deps.audit);
+  const gatewayService = createGatewayService(gateway, feed);
+  return {
+    registry,
+    gateway,
+    modules: [
+      {
+        services: [PluginRegistryService, OperatorAllowlistService, GatewayService],
+        register: (router) =>
+          router
+            .service(PluginRegistryService, createPluginRegistryService(registry))
+            .service(OperatorAllowlistService, createOperatorAllowlistService(allowlist))
+            .service(GatewayService, gatewayService),
+        authRules: rules,
+        // A refused gateway call is an operator_call like any other (one event per call).
+        onRefused: async (call) => {
+          if (call.rpc !== `${GatewayService.typeName}/Call`) return refusedAdmin(call);
+          const req = (call.message ?? {}) as Partial<CallRequest>;
+          await deps.audit.write({
+            actorType: call.caller?.kind ?? "anonymous",
+            actorId: call.caller?.userId ?? null,
+            action: "operator_call",
+            target: req.pluginId ? `plugin:${req.pluginId}` : null,
+            outcome: "denied",
+            requestId: call.requestId,
+            details: {
+              caller: req.callerPlugin ?? "",
+              operation: req.operation ?? "",
+              status: call.error.kind === "unauthenticated" ? 401 : 403,
+              reason: call.error.reason,
+              latency_ms: 0,
+              payload_bytes: 0,
+            },
+          });
+        },
+      },
+    ],
+    authenticator: (base) => ({
+      async authenticate(authorization, options) {
+        const token = bearerToken(authorization);
+        if (typeof token === "string" && token.startsWith(credentialPrefix)) {
+          const manifest = await registry.authenticate(token);
+          return {
+            kind: "plugin",
+            userId: manifest.id,
+            username: manifest.id,
+            roles: [],
+            sessionId: "",
+          };
+        }
+        return base.authenticate(authorization, options);
+      },
+    }),
+    close: () => forwarder.close(),
+  };
+}

@@ -1,0 +1,288 @@
+import { createHash, randomBytes } from "node:crypto";
+import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import { DomainError, unauthenticated } from "../errors.js";
+import type { StateCache } from "../identity/state-cache.js";
+import { checkManifest, type PluginManifest } from "./manifest.js";
+import type { PluginRecord, PluginStore } from "./plugin-store.js";
+
+/**
+ * The plugin registry: what an admin may do with plugins, how a plugin proves
+ * who it is to the gateway, and the secret the core shows the plugin. No
+ * transport types here.
+ */
+
+/** A plugin as callers see it: no credential hash, no secret. */
+export interface Plugin {
+  manifest: PluginManifest;
+  enabled: boolean;
+  unlistedHost: boolean;
+  credentialsIssuedAt: Date;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** Shown once, at registration and rotation. */
+export interface PluginCredentials {
+  /** What the plugin presents to the gateway (`Authorization: Bearer tgp_…`). */
+  credential: string;
+  /** What the core presents to the plugin (`Authorization: Bearer tgc_…`). */
+  coreSecret: string;
+}
+
+/** The administrator making a change. */
+export interface RegistryActor {
+  kind: "user" | "service";
+  id: string;
+}
+
+export interface RegistryMeta {
+  requestId: string;
+}
+
+/** The manifest as an admin sends it (unchecked). */
+export type ManifestInput = Parameters<typeof checkManifest>[0];
+
+export interface PluginRegistry {
+  register(
+    actor: RegistryActor,
+    meta: RegistryMeta,
+    input: ManifestInput,
+    allowUnlistedHost: boolean,
+  ): Promise<{ plugin: Plugin; credentials: PluginCredentials }>;
+  list(): Promise<Plugin[]>;
+  /** Is there a plugin with this id (enabled or not)? */
+  exists(id: string): Promise<boolean>;
+  get(id: string): Promise<Plugin>;
+  update(
+    actor: RegistryActor,
+    meta: RegistryMeta,
+    input: ManifestInput,
+    allowUnlistedHost: boolean,
+  ): Promise<Plugin>;
+  setEnabled(
+    actor: RegistryActor,
+    meta: RegistryMeta,
+    id: string,
+    enabled: boolean,
+  ): Promise<Plugin>;
+  delete(actor: RegistryActor, meta: RegistryMeta, id: string): Promise<void>;
+  rotateCredentials(
+    actor: RegistryActor,
+    meta: RegistryMeta,
+    id: string,
+  ): Promise<{ plugin: Plugin; credentials: PluginCredentials }>;
+  /**
+   * The plugin a `tgp_…` credential belongs to; unauthenticated
+   * (PLUGIN_CREDENTIAL_INVALID) when none does or the plugin is disabled.
+   */
+  authenticate(credential: string): Promise<PluginManifest>;
+  /** The secret the core presents to this plugin. */
+  coreSecret(plugin: PluginRecord): string;
+}
+
+export interface PluginRegistryDeps {
+  store: PluginStore;
+  box: SecretBox;
+  audit: Pick<AuditWriter, "write">;
+  /** Host names and addresses manifests may point at without an explicit exception. */
+  allowedHosts: ReadonlySet<string>;
+  /** The policy's trait registry check (invalid_argument naming `field` when unregistered). */
+  checkTrait: (trait: string, field: string) => void;
+  /** The registry's cached view of plugins by id and by credential hash (≤ 1 s old). */
+  byId: StateCache<PluginRecord | null>;
+  byCredential: StateCache<PluginRecord | null>;
+  /** Does a service account have this name? Plugin ids and caller names must not collide. */
+  isServiceAccountName: (name: string) => Promise<boolean>;
+  /** Allowlist entries naming operations of this plugin, to refuse removing them. */
+  operationsInUse: (pluginId: string) => Promise<Set<string>>;
+}
+
+export const credentialPrefix = "tgp_";
+const coreSecretPrefix = "tgc_";
+const secret = (prefix: string) => `${prefix}${randomBytes(32).toString("base64url")}`;
+
+/** SHA-256: the credential is 256 random bits, so a slow hash would add nothing. */
+export const hashCredential = (credential: string): Buffer =>
+  createHash("sha256").update(credential).digest();
+
+const sealContext = (id: string) => `plugin:${id}:core_secret`;
+
+const notFound = () =>
+  new DomainError("not_found", "PLUGIN_NOT_FOUND", "no plugin has this id", { field: "plugin_id" });
+
+const view = (r: PluginRecord): Plugin => ({
+  manifest: r.manifest,
+  enabled: r.enabled,
+  unlistedHost: r.unlistedHost,
+  credentialsIssuedAt: r.credentialsIssuedAt,
+  createdAt: r.createdAt,
+  updatedAt: r.updatedAt,
+});
+
+const auditView = (m: PluginManifest) => ({
+  plugin_type: m.pluginType,
+  traits: m.traits,
+  operations: Object.keys(m.endpoints),
+  host: m.host,
+  port: m.port,
+});
+
+export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
+  const { store, box, audit, byId, byCredential } = deps;
+
+  const record = (
+    actor: RegistryActor,
+    meta: RegistryMeta,
+    event: Pick<AuditEventInput, "action" | "target" | "details">,
+  ) =>
+    audit.write({
+      ...event,
+      actorType: actor.kind,
+      actorId: actor.id,
+      outcome: "success",
+      requestId: meta.requestId,
+    });
+
+  const newCredentials = (id: string) => {
+    const credentials = {
+      credential: secret(credentialPrefix),
+      coreSecret: secret(coreSecretPrefix),
+    };
+    return {
+      credentials,
+      credentialHash: hashCredential(credentials.credential),
+      coreSecretSealed: box.seal(credentials.coreSecret, sealContext(id)),
+    };
+  };
+
+  const forget = (r: PluginRecord | undefined) => {
+    if (r === undefined) return;
+    byId.forget(r.manifest.id);
+    byCredential.forget(r.credentialHash.toString("hex"));
+  };
+
+  async function existing(id: string): Promise<PluginRecord> {
+    const found = await store.find(id);
+    if (found === undefined) throw notFound();
+    return found;
+  }
+
+  return {
+    async register(actor, meta, input, allowUnlistedHost) {
+      const { manifest, unlistedHost } = checkManifest(input, {
+        allowedHosts: deps.allowedHosts,
+        allowUnlistedHost,
+        checkTrait: deps.checkTrait,
+      });
+      if (await deps.isServiceAccountName(manifest.id)) {
+        throw new DomainError(
+          "already_exists",
+          "CALLER_NAME_TAKEN",
+          "a service account has this name; plugin ids and caller names must differ",
+          { field: "manifest.id" },
+        );
+      }
+      const fresh = newCredentials(manifest.id);
+      const created = await store.create({
+        manifest,
+        unlistedHost,
+        credentialHash: fresh.credentialHash,
+        coreSecretSealed: fresh.coreSecretSealed,
+      });
+      byId.forget(manifest.id);
+      await record(actor, meta, {
+        action: "plugin_register",
+        target: `plugin:${manifest.id}`,
+        details: { after: auditView(manifest), unlisted_host: unlistedHost },
+      });
+      return { plugin: view(created), credentials: fresh.credentials };
+    },
+
+    async list() {
+      return (await store.list()).map(view);
+    },
+
+    exists: async (id) => (await store.find(id)) !== undefined,
+
+    async get(id) {
+      return view(await existing(id));
+    },
+
+    async update(actor, meta, input, allowUnlistedHost) {
+      const before = await existing(input.id);
+      const { manifest, unlistedHost } = checkManifest(input, {
+        allowedHosts: deps.allowedHosts,
+        allowUnlistedHost,
+        checkTrait: deps.checkTrait,
+      });
+      const inUse = await deps.operationsInUse(manifest.id);
+      const dropped = [...inUse].filter((op) => !(op in manifest.endpoints));
+      if (dropped.length > 0) {
+        throw new DomainError(
+          "failed_precondition",
+          "OPERATION_IN_USE",
+          `allowlist entries still name ${dropped.join(", ")}; remove them first`,
+          { field: "manifest.endpoints", metadata: { operations: dropped.join(",") } },
+        );
+      }
+      const after = await store.updateManifest(manifest, unlistedHost);
+      if (after === undefined) throw notFound();
+      forget(before);
+      await record(actor, meta, {
+        action: "plugin_update",
+        target: `plugin:${manifest.id}`,
+        details: {
+          before: auditView(before.manifest),
+          after: auditView(manifest),
+          unlisted_host: unlistedHost,
+        },
+      });
+      return view(after);
+    },
+
+    async setEnabled(actor, meta, id, enabled) {
+      const after = await store.setEnabled(id, enabled);
+      if (after === undefined) throw notFound();
+      forget(after);
+      await record(actor, meta, {
+        action: enabled ? "plugin_enable" : "plugin_disable",
+        target: `plugin:${id}`,
+      });
+      return view(after);
+    },
+
+    async delete(actor, meta, id) {
+      const before = await existing(id);
+      if (!(await store.delete(id))) throw notFound();
+      forget(before);
+      await record(actor, meta, {
+        action: "plugin_delete",
+        target: `plugin:${id}`,
+        details: { before: auditView(before.manifest) },
+      });
+    },
+
+    async rotateCredentials(actor, meta, id) {
+      const before = await existing(id);
+      const fresh = newCredentials(id);
+      const after = await store.setCredentials(id, fresh.credentialHash, fresh.coreSecretSealed);
+      if (after === undefined) throw notFound();
+      forget(before);
+      await record(actor, meta, { action: "plugin_rotate_credentials", target: `plugin:${id}` });
+      return { plugin: view(after), credentials: fresh.credentials };
+    },
+
+    async authenticate(credential) {
+      const invalid = () =>
+        unauthenticated("PLUGIN_CREDENTIAL_INVALID", "the plugin credential is not valid");
+      if (!credential.startsWith(credentialPrefix) || credential.length !== 47) throw invalid();
+      const plugin = await byCredential.get(hashCredential(credential).toString("hex"));
+      if (plugin === null || !plugin.enabled) throw invalid();
+      return plugin.manifest;
+    },
+
+    coreSecret: (plugin) =>
+      box.openString(plugin.coreSecretSealed, sealContext(plugin.manifest.id)),
+  };
+}

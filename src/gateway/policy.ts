@@ -1,0 +1,52 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import type { PolicyEngine } from "../policy/index.js";
+import type { PluginPolicy } from "./gateway.js";
+import type { PluginManifest } from "./manifest.js";
+
+/** The context of plugin-interaction decisions (docs/policy.md). */
+export const pluginInteractionContext = "PLUGIN_INTERACTION";
+
+/**
+ * The gateway's policy check on the policy engine that is active now: the
+ * target plugin's traits (`plugin_type:<type>` plus its manifest's traits) and
+ * the payload's data classes, in context PLUGIN_INTERACTION. A plugin's trait
+ * list is built once per manifest, not per call.
+ */
+export function enginePluginPolicy(current: () => PolicyEngine): PluginPolicy {
+  const traitsOf = new WeakMap<PluginManifest, readonly string[]>();
+  return {
+    decide({ plugin, classifications }) {
+      let traits = traitsOf.get(plugin);
+      if (traits === undefined) {
+        traits = [`plugin_type:${plugin.pluginType}`, ...plugin.traits];
+        traitsOf.set(plugin, traits);
+      }
+      const engine = current();
+      const decision = engine.evaluate({
+        traits,
+        context: pluginInteractionContext,
+        classifications,
+      });
+      switch (decision.decision) {
+        case "allow":
+          return { decision: "allow" };
+        case "deny":
+          return { decision: "deny", reason: decision.reason };
+        case "sanitize": {
+          const spec = decision.sanitize ?? { fields: [], classifications };
+          return {
+            decision: "sanitize",
+            apply: (payload) => engine.sanitize(payload, spec).document as JsonObject,
+          };
+        }
+      }
+    },
+  };
+}
+
+/** The registry check for manifests: every trait a plugin declares must be registered. */
+export function engineTraitCheck(current: () => PolicyEngine) {
+  return (trait: string, field: string): void => {
+    current().registry.resolve(trait, field);
+  };
+}

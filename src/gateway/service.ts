@@ -1,0 +1,200 @@
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import {
+  GatewayService,
+  OperatorAllowlistService,
+  type PluginManifest as PluginManifestMessage,
+  type Plugin as PluginMessage,
+  PluginRegistryService,
+} from "../../gen/traitgate/gateway/v1/gateway_pb.js";
+import { invalidArgument, unauthenticated } from "../errors.js";
+import { principalKey, requestIdKey, staffPrincipal } from "../server/context.js";
+import type { OperatorAllowlist } from "./allowlist.js";
+import type { AllowlistEntry } from "./allowlist-store.js";
+import type { Gateway } from "./gateway.js";
+import type { OperatorCallFeed } from "./operator-calls.js";
+import type {
+  ManifestInput,
+  Plugin,
+  PluginRegistry,
+  RegistryActor,
+  RegistryMeta,
+} from "./plugins.js";
+
+/** Thin Connect handlers of the operator lane: parse → call the domain → map the result. */
+
+export function createPluginRegistryService(
+  registry: PluginRegistry,
+): ServiceImpl<typeof PluginRegistryService> {
+  return {
+    async registerPlugin(req, ctx) {
+      const created = await registry.register(
+        actor(ctx),
+        meta(ctx),
+        manifestInput(req.manifest),
+        req.allowUnlistedHost,
+      );
+      return { plugin: toMessage(created.plugin), credentials: created.credentials };
+    },
+    async listPlugins() {
+      return { plugins: (await registry.list()).map(toMessage) };
+    },
+    async getPlugin(req) {
+      return { plugin: toMessage(await registry.get(req.pluginId)) };
+    },
+    async updatePlugin(req, ctx) {
+      const input = manifestInput(req.manifest);
+      if (input.id !== "" && input.id !== req.pluginId) {
+        throw invalidArgument(
+          "PLUGIN_ID_MISMATCH",
+          "manifest.id must be empty or equal plugin_id",
+          {
+            field: "manifest.id",
+          },
+        );
+      }
+      const plugin = await registry.update(
+        actor(ctx),
+        meta(ctx),
+        { ...input, id: req.pluginId },
+        req.allowUnlistedHost,
+      );
+      return { plugin: toMessage(plugin) };
+    },
+    async enablePlugin(req, ctx) {
+      return {
+        plugin: toMessage(await registry.setEnabled(actor(ctx), meta(ctx), req.pluginId, true)),
+      };
+    },
+    async disablePlugin(req, ctx) {
+      return {
+        plugin: toMessage(await registry.setEnabled(actor(ctx), meta(ctx), req.pluginId, false)),
+      };
+    },
+    async deletePlugin(req, ctx) {
+      await registry.delete(actor(ctx), meta(ctx), req.pluginId);
+      return {};
+    },
+    async rotatePluginCredentials(req, ctx) {
+      const rotated = await registry.rotateCredentials(actor(ctx), meta(ctx), req.pluginId);
+      return { plugin: toMessage(rotated.plugin), credentials: rotated.credentials };
+    },
+  };
+}
+
+export function createOperatorAllowlistService(
+  allowlist: OperatorAllowlist,
+): ServiceImpl<typeof OperatorAllowlistService> {
+  return {
+    async putAllowlistEntry(req, ctx) {
+      return entryMessage(
+        await allowlist.put(actor(ctx), meta(ctx), {
+          caller: req.caller,
+          target: req.target,
+          operations: req.operations,
+        }),
+      );
+    },
+    async listAllowlistEntries(req) {
+      const entries = await allowlist.list({
+        ...(req.caller ? { caller: req.caller } : {}),
+        ...(req.target ? { target: req.target } : {}),
+      });
+      return { entries: entries.map(entryMessage) };
+    },
+    async deleteAllowlistEntry(req, ctx) {
+      await allowlist.delete(actor(ctx), meta(ctx), req.caller, req.target);
+      return {};
+    },
+  };
+}
+
+export function createGatewayService(
+  gateway: Gateway,
+  feed: OperatorCallFeed,
+): ServiceImpl<typeof GatewayService> {
+  return {
+    async call(req, ctx) {
+      const principal = ctx.values.get(principalKey);
+      if (principal === undefined) throw unauthenticated("MISSING", "this call needs a credential");
+      const reply = await gateway.call({
+        caller: { kind: principal.kind, id: principal.userId, name: principal.username },
+        callerPlugin: req.callerPlugin,
+        pluginId: req.pluginId,
+        operation: req.operation,
+        payload: req.payload ?? {},
+        timeoutMs: ctx.timeoutMs(),
+        requestId: ctx.values.get(requestIdKey),
+        signal: ctx.signal,
+      });
+      return { reply };
+    },
+    async *watchOperatorCalls(req, ctx) {
+      for await (const call of feed.watch(req.afterSeq, ctx.signal)) {
+        yield {
+          call: {
+            seq: call.seq,
+            occurredAt: timestampFromDate(call.occurredAt),
+            caller: call.caller,
+            target: call.target,
+            operation: call.operation,
+            outcome: call.outcome,
+            status: call.status,
+            reason: call.reason,
+            latencyMs: call.latencyMs,
+            payloadBytes: BigInt(call.payloadBytes),
+            requestId: call.requestId,
+          },
+        };
+      }
+    },
+  };
+}
+
+function manifestInput(m: PluginManifestMessage | undefined): ManifestInput {
+  return {
+    id: m?.id ?? "",
+    name: m?.name ?? "",
+    pluginType: m?.pluginType ?? "",
+    endpoints: m?.endpoints ?? {},
+    host: m?.host ?? "",
+    port: m?.port ?? 0,
+    traits: m?.traits ?? [],
+  };
+}
+
+function toMessage(p: Plugin): Omit<PluginMessage, "$typeName"> {
+  return {
+    manifest: {
+      $typeName: "traitgate.gateway.v1.PluginManifest",
+      id: p.manifest.id,
+      name: p.manifest.name,
+      pluginType: p.manifest.pluginType,
+      endpoints: { ...p.manifest.endpoints },
+      host: p.manifest.host,
+      port: p.manifest.port,
+      traits: [...p.manifest.traits],
+    },
+    enabled: p.enabled,
+    unlistedHost: p.unlistedHost,
+    createdAt: timestampFromDate(p.createdAt),
+    updatedAt: timestampFromDate(p.updatedAt),
+    credentialsIssuedAt: timestampFromDate(p.credentialsIssuedAt),
+  };
+}
+
+const entryMessage = (e: AllowlistEntry) => ({
+  caller: e.caller,
+  target: e.target,
+  operations: e.operations,
+  updatedAt: timestampFromDate(e.updatedAt),
+});
+
+function actor(ctx: HandlerContext): RegistryActor {
+  const principal = staffPrincipal(ctx.values);
+  return { kind: principal.kind, id: principal.userId };
+}
+
+const meta = (ctx: HandlerContext): RegistryMeta => ({ requestId: ctx.values.get(requestIdKey) });
+
+export { GatewayService, OperatorAllowlistService, PluginRegistryService };

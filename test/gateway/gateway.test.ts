@@ -1,0 +1,215 @@
+import { describe, expect, it } from "vitest";
+import type { AuditEventInput } from "../../src/audit/index.js";
+import type { ForwardRequest, ForwardResult } from "../../src/gateway/forwarder.js";
+import {
+  type CallInput,
+  classificationsOf,
+  createGateway,
+  type PluginPolicy,
+} from "../../src/gateway/gateway.js";
+import { checkManifest, endpointPathProblem } from "../../src/gateway/manifest.js";
+import type { PluginRecord } from "../../src/gateway/plugin-store.js";
+import { silentLogger } from "../../src/log.js";
+
+/** The gateway's decisions with every dependency faked: what is refused, and that it fails closed. */
+
+const plugin: PluginRecord = {
+  manifest: {
+    id: "rag",
+    name: "",
+    pluginType: "internal",
+    endpoints: { rag_query: "/rag/query" },
+    host: "127.0.0.1",
+    port: 9,
+    traits: [],
+  },
+  enabled: true,
+  unlistedHost: false,
+  credentialHash: Buffer.alloc(32),
+  coreSecretSealed: "sealed",
+  credentialsIssuedAt: new Date(),
+  createdAt: new Date(),
+  updatedAt: new Date(),
+};
+
+function harness(
+  overrides: {
+    operationsFor?: () => Promise<ReadonlySet<string>>;
+    policy?: PluginPolicy;
+    reply?: ForwardResult;
+  } = {},
+) {
+  const forwarded: ForwardRequest[] = [];
+  const events: AuditEventInput[] = [];
+  const gateway = createGateway({
+    plugin: async (id) => (id === "rag" ? plugin : null),
+    coreSecret: () => "tgc_secret",
+    allowlist: { operationsFor: overrides.operationsFor ?? (async () => new Set(["rag_query"])) },
+    policy: overrides.policy ?? { decide: () => ({ decision: "allow" }) },
+    forwarder: {
+      async forward(req) {
+        forwarded.push(req);
+        return (
+          overrides.reply ?? {
+            kind: "reply",
+            status: 200,
+            body: Buffer.from('{"items":[]}'),
+            contentType: "",
+          }
+        );
+      },
+      close() {},
+    },
+    audit: {
+      async write(event) {
+        events.push(event);
+        return { id: String(events.length), seq: String(events.length), hash: "h" };
+      },
+    },
+    log: silentLogger,
+    timeouts: { defaultMs: 1000, maxMs: 5000 },
+  });
+  return { gateway, forwarded, events };
+}
+
+const input = (extra: Partial<CallInput> = {}): CallInput => ({
+  caller: { kind: "service", id: "sa-1", name: "ai-core" },
+  callerPlugin: "ai-core",
+  pluginId: "rag",
+  operation: "rag_query",
+  payload: { q: "x" },
+  timeoutMs: undefined,
+  requestId: "r1",
+  ...extra,
+});
+
+const reasonOf = (p: Promise<unknown>) =>
+  p.then(
+    () => "ok",
+    (e: { reason?: string }) => e.reason,
+  );
+
+describe("gateway decisions", () => {
+  it("forwards an allowed call to the manifest's path with the core's secret and the default deadline", async () => {
+    const h = harness();
+    expect(await h.gateway.call(input())).toEqual({ items: [] });
+    expect(h.forwarded[0]).toMatchObject({
+      path: "/rag/query",
+      port: 9,
+      timeoutMs: 1000,
+      headers: { authorization: "Bearer tgc_secret", "x-traitgate-caller": "ai-core" },
+    });
+    // A caller's deadline is capped at the maximum.
+    await h.gateway.call(input({ timeoutMs: 60_000 }));
+    expect(h.forwarded[1]?.timeoutMs).toBe(5000);
+  });
+
+  it("fails closed when the allowlist cannot be read: 503, never forwarded", async () => {
+    const h = harness({
+      operationsFor: async () => {
+        throw new Error("connection refused");
+      },
+    });
+    expect(await reasonOf(h.gateway.call(input()))).toBe("ALLOWLIST_UNAVAILABLE");
+    expect(h.forwarded).toEqual([]);
+    await new Promise((r) => setImmediate(r));
+    expect(h.events.map((e) => [e.action, e.outcome, e.details?.status])).toEqual([
+      ["operator_call", "error", 503],
+    ]);
+  });
+
+  it("denies when the policy throws, and sends the sanitized payload when it sanitizes", async () => {
+    const broken = harness({
+      policy: {
+        decide: () => {
+          throw new Error("engine bug");
+        },
+      },
+    });
+    expect(await reasonOf(broken.gateway.call(input()))).toBe("POLICY_DENIED");
+    expect(broken.forwarded).toEqual([]);
+    const sanitizing = harness({
+      policy: { decide: () => ({ decision: "sanitize", apply: () => ({ q: "[REDACTED]" }) }) },
+    });
+    await sanitizing.gateway.call(input());
+    expect(JSON.parse(sanitizing.forwarded[0]?.body.toString() ?? "")).toEqual({ q: "[REDACTED]" });
+  });
+
+  it("refuses a caller that is not who the body says, a user, an unknown operation", async () => {
+    const h = harness();
+    expect(await reasonOf(h.gateway.call(input({ callerPlugin: "other" })))).toBe(
+      "CALLER_MISMATCH",
+    );
+    expect(
+      await reasonOf(h.gateway.call(input({ caller: { kind: "user", id: "u", name: "ai-core" } }))),
+    ).toBe("CALLER_NOT_A_PLUGIN");
+    expect(await reasonOf(h.gateway.call(input({ operation: "drop" })))).toBe(
+      "OPERATION_NOT_FOUND",
+    );
+    expect(await reasonOf(h.gateway.call(input({ pluginId: "nope" })))).toBe("PLUGIN_NOT_FOUND");
+    expect(h.forwarded).toEqual([]);
+  });
+
+  it("maps plugin failures: a reply that is not a JSON object is a bad reply", async () => {
+    const array = harness({
+      reply: { kind: "reply", status: 200, body: Buffer.from("[1]"), contentType: "" },
+    });
+    expect(await reasonOf(array.gateway.call(input()))).toBe("PLUGIN_BAD_REPLY");
+    const big = harness({ reply: { kind: "too_large" } });
+    expect(await reasonOf(big.gateway.call(input()))).toBe("PLUGIN_REPLY_TOO_LARGE");
+  });
+});
+
+describe("payload classification", () => {
+  it("collects the classes declared at the top, in document and in chunks", () => {
+    expect(
+      classificationsOf({
+        classification: "pii",
+        document: { classification: "phi" },
+        chunks: [{ classification: "pii" }, { classification: "financial" }, "x"],
+      }).sort(),
+    ).toEqual(["financial", "phi", "pii"]);
+    expect(classificationsOf({ q: "x" })).toEqual([]);
+  });
+});
+
+describe("manifests", () => {
+  it.each([
+    ["/rag/query", undefined],
+    ["/", undefined],
+    ["/rag/", undefined],
+    ["rag/query", "must be an absolute path starting with /"],
+    ["/a/./b", "must not contain . or .. segments"],
+    ["/a//b", "must not contain empty segments (//)"],
+    ["/a?x=1", expect.stringContaining("no %, ?, #")],
+    ["/a b", expect.stringContaining("no %, ?, #")],
+    ["/a\\b", expect.stringContaining("no %, ?, #")],
+  ])("path %s", (path, problem) => {
+    expect(endpointPathProblem(path)).toEqual(problem);
+  });
+
+  it("defaults host and port, and checks every declared trait", () => {
+    const checked: string[] = [];
+    const { manifest } = checkManifest(
+      {
+        id: "p",
+        name: "",
+        pluginType: "internal",
+        endpoints: { b: "/b", a: "/a" },
+        host: "",
+        port: 0,
+        traits: ["compliance:hipaa"],
+      },
+      {
+        allowedHosts: new Set(["127.0.0.1"]),
+        allowUnlistedHost: false,
+        checkTrait: (t, field) => void checked.push(`${field}=${t}`),
+      },
+    );
+    expect(manifest).toMatchObject({ host: "127.0.0.1", port: 8080 });
+    expect(checked).toEqual([
+      "manifest.plugin_type=plugin_type:internal",
+      "manifest.traits[0]=compliance:hipaa",
+    ]);
+  });
+});

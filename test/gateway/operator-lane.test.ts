@@ -1,0 +1,474 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GatewayService } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
+import { verifyAuditChain } from "../../src/audit/index.js";
+import { type EchoPlugin, startEchoPlugin } from "../support/echo-plugin.js";
+import { callJson } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+/**
+ * The operator lane end to end, against examples/echo-plugin running as its own
+ * process: the spec's setup sequence (register, allowlist ai-core → echo, call),
+ * refusals, plugin failures, the policy, and one operator_call event per call
+ * that never holds the payload.
+ */
+
+const password = "operator-lane-admin-pw";
+/** Put in payloads; must never appear in a log line or an audit record. */
+const marker = "PAYLOAD-MARKER-7f3a";
+let server: TestServer;
+let admin: { token: string; key: string };
+let aiCore = "";
+let echo: EchoPlugin;
+let echoCredential = "";
+
+const adminCall = (path: string, body: unknown, method = "POST") =>
+  callJson(server.url, path, body, {
+    token: admin.token,
+    method,
+    headers: { "x-api-key": admin.key },
+  });
+
+/** Gateway calls made by this file, to compare with the operator_call events. */
+let callsMade = 0;
+
+const gatewayCall = (
+  token: string,
+  plugin: string,
+  operation: string,
+  payload: unknown,
+  caller = "ai-core",
+  headers: Record<string, string> = {},
+) => {
+  callsMade++;
+  return callJson(
+    server.url,
+    `/gateway/${plugin}/${operation}`,
+    { caller_plugin: caller, payload },
+    { token, headers },
+  );
+};
+
+async function operatorCalls(): Promise<{ outcome: string; details: Record<string, unknown> }[]> {
+  const { rows } = await server.core.db.query<{
+    outcome: string;
+    details: Record<string, unknown>;
+  }>("SELECT outcome, details FROM audit_events WHERE action = 'operator_call' ORDER BY seq");
+  return rows;
+}
+
+/** Waits until the audit writer has committed `count` operator_call events (writes are not awaited by calls). */
+async function eventsAfter(count: number) {
+  for (let i = 0; i < 100; i++) {
+    const rows = await operatorCalls();
+    if (rows.length >= count) return rows;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return operatorCalls();
+}
+
+beforeAll(async () => {
+  server = await startTestServer({ env: { GATEWAY_TIMEOUT_MS: "500" } });
+  await server.createUser("root", password, ["admin"]);
+  const login = await callJson(server.url, "/auth/login", { username: "root", password });
+  admin = {
+    token: login.body.token as string,
+    key: await server.createApiKey([
+      "plugins:read",
+      "plugins:write",
+      "operator:read",
+      "operator:write",
+    ]),
+  };
+  const sa = await callJson(
+    server.url,
+    "/api/admin/service-accounts",
+    { name: "ai-core", roles: ["service"] },
+    { token: admin.token },
+  );
+  const token = await callJson(server.url, "/auth/token", {
+    grant_type: "client_credentials",
+    client_id: "ai-core",
+    client_secret: sa.body.client_secret,
+  });
+  aiCore = token.body.access_token as string;
+
+  // The spec's setup sequence: declare the endpoints in a manifest, register, start the
+  // plugin with the core's secret, point the manifest at its port, allowlist.
+  const registered = await adminCall("/admin/plugins", {
+    id: "echo",
+    name: "Echo",
+    plugin_type: "internal",
+    endpoints: {
+      echo: "/echo",
+      slow: "/slow",
+      fail: "/fail",
+      rag_index: "/rag/index",
+      rag_query: "/rag/query",
+    },
+  });
+  expect(registered.status).toBe(200);
+  const credentials = registered.body.credentials as { credential: string; core_secret: string };
+  echoCredential = credentials.credential;
+  echo = await startEchoPlugin(credentials.core_secret);
+  const updated = await adminCall(
+    "/admin/plugins/echo",
+    {
+      name: "Echo",
+      plugin_type: "internal",
+      endpoints: (registered.body.plugin as { manifest: { endpoints: object } }).manifest.endpoints,
+      port: echo.port,
+    },
+    "PUT",
+  );
+  expect(updated.status).toBe(200);
+  const allow = await adminCall(
+    "/admin/operator/allowlist",
+    { caller: "ai-core", target: "echo", operations: ["rag_index", "rag_query", "slow", "fail"] },
+    "PUT",
+  );
+  expect(allow.status).toBe(200);
+  expect(allow.body).toMatchObject({ caller: "ai-core", target: "echo" });
+});
+
+afterAll(async () => {
+  await echo?.stop();
+  await server?.close();
+});
+
+describe("the setup sequence", () => {
+  it("forwards allowlisted operations to the plugin and answers with its reply", async () => {
+    const before = (await operatorCalls()).length;
+    const indexed = await gatewayCall(aiCore, "echo", "rag_index", {
+      doc_id: "d1",
+      classification: "internal",
+      chunks: [{ chunk_no: 0, content: marker }],
+    });
+    expect(indexed.status).toBe(200);
+    expect(indexed.body).toEqual({ ok: true, doc_id: "d1", chunks: 1 });
+    const queried = await gatewayCall(aiCore, "echo", "rag_query", { q: marker, top_k: 2 });
+    expect(queried.status).toBe(200);
+    expect((queried.body.items as unknown[]).length).toBe(2);
+    const notAllowed = await gatewayCall(aiCore, "echo", "echo", { q: marker });
+    expect([notAllowed.status, notAllowed.reason]).toEqual([403, "NOT_ALLOWLISTED"]);
+    const events = (await eventsAfter(before + 3)).slice(before);
+    expect(events.map((e) => [e.outcome, e.details.operation, e.details.status])).toEqual([
+      ["success", "rag_index", 200],
+      ["success", "rag_query", 200],
+      ["denied", "echo", 403],
+    ]);
+    expect(events[0]?.details).toMatchObject({ caller: "ai-core", reason: "" });
+    expect(Number(events[0]?.details.payload_bytes)).toBeGreaterThan(0);
+  });
+
+  it("answers gRPC callers the same way", async () => {
+    const client = createClient(GatewayService, createGrpcTransport({ baseUrl: server.url }));
+    callsMade++;
+    const res = await client.call(
+      {
+        pluginId: "echo",
+        operation: "rag_index",
+        callerPlugin: "ai-core",
+        payload: { doc_id: "g1" },
+      },
+      { headers: { authorization: `Bearer ${aiCore}` } },
+    );
+    expect(res.reply).toEqual({ ok: true, doc_id: "g1", chunks: 1 });
+  });
+
+  it("sends the plugin the request id and the caller, never the caller's credential", async () => {
+    await adminCall(
+      "/admin/operator/allowlist",
+      {
+        caller: "ai-core",
+        target: "echo",
+        operations: ["echo", "rag_index", "rag_query", "slow", "fail"],
+      },
+      "PUT",
+    );
+    const res = await gatewayCall(aiCore, "echo", "echo", { hello: "x" }, "ai-core", {
+      "x-request-id": "req-echo-1",
+    });
+    expect(res.status).toBe(200);
+    const seen = res.body.seen as { request_id: string; caller: string; header_names: string[] };
+    expect(seen).toMatchObject({ request_id: "req-echo-1", caller: "ai-core" });
+    expect(JSON.stringify(res.body)).not.toContain(aiCore);
+  });
+});
+
+describe("who may call", () => {
+  it("refuses a body that names another caller (403) and a call without credentials (401)", async () => {
+    const other = await adminCall("/admin/plugins", {
+      id: "other",
+      plugin_type: "internal",
+      endpoints: { ping: "/ping" },
+    });
+    const otherCredential = (other.body.credentials as { credential: string }).credential;
+    const impersonating = await gatewayCall(otherCredential, "echo", "rag_query", {}, "ai-core");
+    expect([impersonating.status, impersonating.reason]).toEqual([403, "CALLER_MISMATCH"]);
+    callsMade++;
+    const anonymous = await callJson(server.url, "/gateway/echo/rag_query", {
+      caller_plugin: "ai-core",
+      payload: {},
+    });
+    expect(anonymous.status).toBe(401);
+    const badCredential = await gatewayCall(
+      `tgp_${"x".repeat(43)}`,
+      "echo",
+      "rag_query",
+      {},
+      "other",
+    );
+    expect([badCredential.status, badCredential.reason]).toEqual([
+      401,
+      "PLUGIN_CREDENTIAL_INVALID",
+    ]);
+  });
+
+  it("lets a plugin call as itself when allowlisted, and refuses users", async () => {
+    await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "echo", target: "echo", operations: ["rag_query"] },
+      "PUT",
+    );
+    const self = await gatewayCall(echoCredential, "echo", "rag_query", { top_k: 1 }, "echo");
+    expect(self.status).toBe(200);
+    const user = await gatewayCall(admin.token, "echo", "rag_query", {}, "root");
+    expect([user.status, user.reason]).toEqual([403, "CALLER_NOT_A_PLUGIN"]);
+  });
+
+  it("refuses the next call at once when the allowlist entry is removed", async () => {
+    await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: "other", operations: ["ping"] },
+      "PUT",
+    );
+    const removed = await callJson(
+      server.url,
+      "/admin/operator/allowlist?caller=ai-core&target=other",
+      undefined,
+      { token: admin.token, method: "DELETE", headers: { "x-api-key": admin.key } },
+    );
+    expect(removed.status).toBe(200);
+    const res = await gatewayCall(aiCore, "other", "ping", {});
+    expect([res.status, res.reason]).toEqual([403, "NOT_ALLOWLISTED"]);
+  });
+
+  it("answers 404 for an unknown plugin, an unknown operation and a disabled plugin", async () => {
+    expect((await gatewayCall(aiCore, "nope", "rag_query", {})).reason).toBe("PLUGIN_NOT_FOUND");
+    expect((await gatewayCall(aiCore, "echo", "nope", {})).reason).toBe("OPERATION_NOT_FOUND");
+    expect((await adminCall("/admin/plugins/other:disable", {})).status).toBe(200);
+    const disabled = await gatewayCall(aiCore, "other", "ping", {});
+    expect([disabled.status, disabled.reason]).toEqual([404, "PLUGIN_NOT_FOUND"]);
+  });
+});
+
+describe("when the plugin fails", () => {
+  it("maps a plugin error status through with its body, a timeout to 504, a dead plugin to 503", async () => {
+    const failed = await gatewayCall(aiCore, "echo", "fail", { status: 500, message: "boom" });
+    expect([failed.status, failed.reason]).toEqual([500, "PLUGIN_ERROR"]);
+    const details = failed.body.details as Record<string, unknown>[];
+    expect(details[1]).toMatchObject({ value: { error: "boom" } });
+    const teapot = await gatewayCall(aiCore, "echo", "fail", { status: 409, message: "taken" });
+    expect(teapot.status).toBe(409);
+    const slow = await gatewayCall(aiCore, "echo", "slow", { ms: 2000 });
+    expect([slow.status, slow.reason]).toEqual([504, "PLUGIN_TIMEOUT"]);
+    // The caller's own, shorter deadline wins too (a gRPC deadline).
+    const client = createClient(GatewayService, createGrpcTransport({ baseUrl: server.url }));
+    const started = Date.now();
+    callsMade++;
+    const short = await client
+      .call(
+        { pluginId: "echo", operation: "slow", callerPlugin: "ai-core", payload: { ms: 400 } },
+        { headers: { authorization: `Bearer ${aiCore}` }, timeoutMs: 100 },
+      )
+      .catch((e: unknown) => ConnectError.from(e));
+    expect(short).toMatchObject({ code: Code.DeadlineExceeded });
+    expect(Date.now() - started).toBeLessThan(380);
+
+    const ghost = await adminCall("/admin/plugins", {
+      id: "ghost",
+      plugin_type: "internal",
+      endpoints: { rag_query: "/rag/query" },
+      port: await closedPort(),
+    });
+    expect(ghost.status).toBe(200);
+    await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: "ghost", operations: ["rag_query"] },
+      "PUT",
+    );
+    const down = await gatewayCall(aiCore, "ghost", "rag_query", {});
+    expect([down.status, down.reason]).toEqual([503, "PLUGIN_UNAVAILABLE"]);
+  });
+});
+
+describe("policy", () => {
+  it("never sends health data to an external plugin, and sends personal data sanitized", async () => {
+    const ext = await adminCall("/admin/plugins", {
+      id: "outside",
+      plugin_type: "external",
+      endpoints: { echo: "/echo" },
+    });
+    expect(ext.status).toBe(200);
+    const outside = await startEchoPlugin(
+      (ext.body.credentials as { core_secret: string }).core_secret,
+    );
+    try {
+      await adminCall(
+        "/admin/plugins/outside",
+        { plugin_type: "external", endpoints: { echo: "/echo" }, port: outside.port },
+        "PUT",
+      );
+      await adminCall(
+        "/admin/operator/allowlist",
+        { caller: "ai-core", target: "outside", operations: ["echo"] },
+        "PUT",
+      );
+      const phi = await gatewayCall(aiCore, "outside", "echo", {
+        classification: "phi",
+        diagnosis: marker,
+      });
+      expect([phi.status, phi.reason]).toEqual([403, "POLICY_DENIED"]);
+      const unclassified = await gatewayCall(aiCore, "outside", "echo", { note: "x" });
+      expect([unclassified.status, unclassified.reason]).toEqual([403, "POLICY_DENIED"]);
+      const pii = await gatewayCall(aiCore, "outside", "echo", {
+        classification: "pii",
+        email: "pat@example.test",
+        note: "call 555-123-4567 about the invoice",
+        topic: "billing",
+      });
+      expect(pii.status).toBe(200);
+      const sent = pii.body.echo as Record<string, unknown>;
+      expect(sent.email).toBeUndefined();
+      expect(sent.topic).toBe("billing");
+      expect(String(sent.note)).not.toContain("555-123-4567");
+      const publicData = await gatewayCall(aiCore, "outside", "echo", {
+        classification: "public",
+        note: "hello",
+      });
+      expect((publicData.body.echo as Record<string, unknown>).note).toBe("hello");
+    } finally {
+      await outside.stop();
+    }
+  });
+});
+
+describe("manifests and the allowlist are checked", () => {
+  it.each([
+    ["a .. segment", { rag_query: "/rag/../admin" }],
+    ["an absolute URL", { rag_query: "http://169.254.169.254/latest" }],
+    ["a scheme-relative URL", { rag_query: "//evil.example/x" }],
+    ["a percent-encoded dot", { rag_query: "/rag/%2e%2e/x" }],
+  ])("refuses a manifest path with %s (400)", async (_, endpoints) => {
+    const res = await adminCall("/admin/plugins", {
+      id: "bad-manifest",
+      plugin_type: "internal",
+      endpoints,
+    });
+    expect([res.status, res.reason]).toEqual([400, "INVALID_MANIFEST"]);
+    expect(JSON.stringify(res.body)).toContain("manifest.endpoints.rag_query");
+  });
+
+  it("refuses a host outside PLUGIN_ALLOWED_HOSTS unless allowed explicitly, and an unregistered plugin type", async () => {
+    const manifest = {
+      id: "remote",
+      plugin_type: "internal",
+      endpoints: { rag_query: "/q" },
+      host: "rag.example.org",
+    };
+    const refused = await adminCall("/admin/plugins", manifest);
+    expect([refused.status, refused.reason]).toEqual([400, "INVALID_MANIFEST"]);
+    const allowed = await adminCall("/admin/plugins?allow_unlisted_host=true", manifest);
+    expect(allowed.status).toBe(200);
+    expect((allowed.body.plugin as { unlisted_host: boolean }).unlisted_host).toBe(true);
+    const badType = await adminCall("/admin/plugins", {
+      ...manifest,
+      id: "typo",
+      host: "",
+      plugin_type: "extrenal",
+    });
+    expect(badType.status).toBe(400);
+    expect(JSON.stringify(badType.body)).toContain("plugin_type");
+  });
+
+  it("refuses allowlist operations the target's manifest lacks, and plugin ids taken by service accounts", async () => {
+    const res = await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: "echo", operations: ["rag_query", "drop_tables"] },
+      "PUT",
+    );
+    expect([res.status, res.reason]).toEqual([400, "UNKNOWN_OPERATION"]);
+    const clash = await adminCall("/admin/plugins", {
+      id: "ai-core",
+      plugin_type: "internal",
+      endpoints: { x: "/x" },
+    });
+    expect([clash.status, clash.reason]).toEqual([409, "CALLER_NAME_TAKEN"]);
+  });
+
+  it("needs the admin role and an API key with the operator scope", async () => {
+    const readOnly = await server.createApiKey(["operator:read"]);
+    const res = await callJson(
+      server.url,
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: "echo", operations: ["rag_query"] },
+      { token: admin.token, method: "PUT", headers: { "x-api-key": readOnly } },
+    );
+    expect([res.status, res.reason]).toEqual([403, "API_KEY_SCOPE"]);
+  });
+});
+
+describe("the audit trail", () => {
+  it("streams operator calls to a watcher as they are written", async () => {
+    const client = createClient(GatewayService, createGrpcTransport({ baseUrl: server.url }));
+    const auditKey = await server.createApiKey(["audit:read"]);
+    const abort = new AbortController();
+    const seen: string[] = [];
+    const watching = (async () => {
+      const stream = client.watchOperatorCalls(
+        {},
+        {
+          headers: { authorization: `Bearer ${admin.token}`, "x-api-key": auditKey },
+          signal: abort.signal,
+        },
+      );
+      try {
+        for await (const res of stream) {
+          seen.push(`${res.call?.caller}->${res.call?.target}:${res.call?.operation}`);
+          if (seen.length === 1) abort.abort();
+        }
+      } catch {
+        // aborted
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 300));
+    await gatewayCall(aiCore, "echo", "rag_query", { top_k: 1 }, "ai-core", {
+      "x-request-id": "watched",
+    });
+    await watching;
+    expect(seen).toEqual(["ai-core->echo:rag_query"]);
+  });
+
+  it("has one operator_call event per call, without payload contents, and the chain verifies", async () => {
+    const rows = await eventsAfter(callsMade);
+    expect(rows.length).toBe(callsMade);
+    const { rows: all } = await server.core.db.query<{ text: string }>(
+      "SELECT row_to_json(a)::text AS text FROM audit_events a",
+    );
+    expect(all.some((r) => r.text.includes(marker))).toBe(false);
+    expect(server.logs.join("\n")).not.toContain(marker);
+    expect((await verifyAuditChain(server.core.db)).ok).toBe(true);
+  });
+});
+
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}

@@ -1,0 +1,90 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/log.js";
+import { migrate, openDatabase } from "../../src/storage/index.js";
+import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { callJson } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+/**
+ * An allowlist change made on one server reaches a second server sharing the
+ * PostgreSQL database within one second (the allowlist cache's bound), with no
+ * restart: B refuses the call once its clock has moved past the cache's age.
+ */
+
+const url = process.env.TEST_DATABASE_URL;
+if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
+if (!url) console.warn("gateway two-servers: TEST_DATABASE_URL is unset: skipped");
+const password = "gateway-two-servers-pw";
+
+describe.skipIf(!url)("the allowlist on two servers", () => {
+  let a: TestServer;
+  let b: TestServer;
+  const clockB = { t: Date.now(), now: () => clockB.t };
+
+  beforeAll(async () => {
+    const schema = testSchemaName();
+    const dbA = await openTestPostgres(url ?? "", schema);
+    await migrate(dbA, silentLogger);
+    const dbB = await openDatabase({ connection: url, schema, log: silentLogger });
+    b = await startTestServer({ db: dbB, clock: clockB });
+    a = await startTestServer({ db: dbA });
+  });
+  afterAll(async () => {
+    await b?.close();
+    await a?.close();
+  });
+
+  it("an entry removed on A refuses calls on B within one second", async () => {
+    await a.createUser("root", password, ["admin"]);
+    const token = (await callJson(a.url, "/auth/login", { username: "root", password })).body
+      .token as string;
+    const key = await a.createApiKey(["plugins:write", "operator:write"]);
+    const admin = (path: string, body: unknown, method = "POST") =>
+      callJson(a.url, path, body, { token, method, headers: { "x-api-key": key } });
+    // No process listens on port 9 (discard): an allowed call ends as PLUGIN_UNAVAILABLE.
+    expect(
+      (
+        await admin("/admin/plugins", {
+          id: "shared",
+          plugin_type: "internal",
+          endpoints: { rag_query: "/rag/query" },
+          port: 9,
+        })
+      ).status,
+    ).toBe(200);
+    expect(
+      (
+        await admin(
+          "/admin/operator/allowlist",
+          { caller: "ai-core", target: "shared", operations: ["rag_query"] },
+          "PUT",
+        )
+      ).status,
+    ).toBe(200);
+    const callOnB = () =>
+      b.core.gateway
+        .call({
+          caller: { kind: "service", id: "sa", name: "ai-core" },
+          callerPlugin: "ai-core",
+          pluginId: "shared",
+          operation: "rag_query",
+          payload: {},
+          timeoutMs: 200,
+          requestId: "two-servers",
+        })
+        .then(
+          () => "ok",
+          (e: { reason?: string }) => e.reason,
+        );
+    expect(await callOnB()).toBe("PLUGIN_UNAVAILABLE");
+    const removed = await callJson(
+      a.url,
+      "/admin/operator/allowlist?caller=ai-core&target=shared",
+      undefined,
+      { token, method: "DELETE", headers: { "x-api-key": key } },
+    );
+    expect(removed.status).toBe(200);
+    clockB.t += 1001;
+    expect(await callOnB()).toBe("NOT_ALLOWLISTED");
+  });
+});
