@@ -1,6 +1,9 @@
 import { benchAudit } from "./audit.js";
+import { benchGateway } from "./gateway.js";
 import { benchIdentity } from "./identity.js";
 import { benchPolicy } from "./policy.js";
+import { benchPolicyService } from "./policy-service.js";
+import { benchRag } from "./rag.js";
 
 /**
  * `npm run bench`: every benchmark, one after the other, printed as Markdown.
@@ -13,3 +16,9 @@ console.log();
 console.log(await benchAudit(seconds));
 console.log();
 console.log(await benchPolicy(seconds));
+console.log();
+console.log(await benchPolicyService(seconds));
+console.log();
+console.log(await benchGateway(seconds));
+console.log();
+console.log(await benchRag());

@@ -15,9 +15,11 @@ import {
 import { type Config, ConfigError, embeddedDatabaseDir, loadConfig } from "./config.js";
 import { runKeysRotateCommand } from "./crypto/rotate-command.js";
 import { generateDataKey } from "./crypto/secret-box.js";
+import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
-import { type Core, startCore } from "./platform.js";
+import { startCore } from "./platform.js";
+import { runIngestCommand } from "./search/ingest-command.js";
 import { migrate, openDatabase } from "./storage/index.js";
 
 const usage = `Usage: traitgate <command> [options]
@@ -40,15 +42,24 @@ Commands:
   apikeys create --name NAME --scope S [--scope S ...] [--expires-in-days N]
                              Create an API key (the first one comes from here); prints the
                              key once on stdout. Scopes: docs/api-keys.md.
+  policy test CASES.json [--policy POLICY.json] [--traits TRAITS.json]
+                             Run a table of request -> expected decision against a policy
+                             file (default: the shipped policy), with per-rule coverage;
+                             exit 1 on a failing case or an invalid policy (docs/policy.md).
   keys rotate                Re-encrypt every value sealed with an older data key under
                              DATA_ENCRYPTION_KEY; exit 1 naming rows that do not open.
+  ingest DIR [--required-traits T,T] [--classification C] [--url URL]
+                             Send the .md/.txt/.html files under DIR to a running core
+                             (TRAITGATE_URL, TRAITGATE_TOKEN) for search, with progress.
+  rag-plugin                 Run the RAG plugin as its own process (PORT, default 8080;
+                             CORE_SECRET, EMBEDDING_DIM, EMBEDDINGS_*: docs/rag.md).
   help                       Show this text.
 
 Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
 JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
 TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, SERVICE_TOKEN_TTL_SECONDS, MFA_REQUIRED,
 TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
-MAX_BODY_BYTES. See README.md.`;
+MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS. See README.md.`;
 
 function fail(message: string): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -64,13 +75,13 @@ function configOrExit(demo: boolean): { config: Config; generated: string[] } {
   }
 }
 
-function stopOnSignals(core: Core, log: Logger): void {
+function stopOnSignals(close: () => Promise<void>, log: Logger): void {
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
-    core.close().then(
+    close().then(
       () => process.exit(0),
       (err: unknown) => {
         log.error({ err }, "shutdown failed");
@@ -86,7 +97,7 @@ async function serve(): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: config.logLevel });
   const core = await startCore({ config, log });
-  stopOnSignals(core, log);
+  stopOnSignals(() => core.close(), log);
 }
 
 /**
@@ -109,7 +120,11 @@ async function demo(): Promise<void> {
   if (keyNote) generated.push(keyNote);
   const log = createLogger({ level: config.logLevel });
   const core = await startCore({ config, log });
-  stopOnSignals(core, log);
+  let retrievalPlugin: { close(): Promise<void> } | undefined;
+  stopOnSignals(async () => {
+    await core.close();
+    await retrievalPlugin?.close();
+  }, log);
   const password = randomBytes(18).toString("base64url");
   const existed = await core.identity.setPassword("admin", password);
   if (!existed) {
@@ -117,6 +132,24 @@ async function demo(): Promise<void> {
   }
   const demoKey = await issueDemoKey(core.apiKeys);
   const url = core.server.url;
+  const people: string[] = [];
+  for (const [username, role] of [
+    ["dr-lee", "clinician"],
+    ["vic", "viewer"],
+  ] as const) {
+    const pw = randomBytes(12).toString("base64url");
+    if (!(await core.identity.setPassword(username, pw))) {
+      await core.identity.createUser({ username, email: "", password: pw, roles: [role] });
+    }
+    people.push(`  ${username} (${role}): ${pw}`);
+  }
+  const retrieval = await setUpDemoRetrieval(core, {
+    dataDir: config.dataDir,
+    port: config.port === 0 ? 0 : config.port + 1,
+    corpusDir: join(packageRoot(), "examples", "corpus"),
+    log,
+  });
+  retrievalPlugin = retrieval.plugin;
   const lines = [
     "",
     `Traitgate demo is running at ${url} (gRPC, Connect, gRPC-Web and REST on one port)`,
@@ -134,9 +167,27 @@ async function demo(): Promise<void> {
     `  curl -s ${url}/auth/validate -H "authorization: Bearer <token>"`,
     `  curl -s ${url}/api/admin/api-keys -H "authorization: Bearer <token>" \\`,
     `    -H "x-api-key: <api key>"`,
+    `Retrieval: the RAG plugin runs at ${retrieval.pluginUrl} (registered as "rag", allowlisted`,
+    `for ai-core, rag.backend = plugin); the sample corpus is ingested (${retrieval.ingested.documents} documents,`,
+    `${retrieval.ingested.indexed} indexed now). Users with different roles (passwords printed once):`,
+    ...people,
+    "Search as each and compare (docs/rag.md):",
+    `  curl -s ${url}/api/search -H "authorization: Bearer <token>" \\`,
+    `    -H 'content-type: application/json' -d '{"q": "sepsis lactate antibiotics"}'`,
     "",
   ];
   process.stdout.write(`${lines.join("\n")}\n`);
+}
+
+/** The folder holding package.json (src/ under tsx, dist/src/ when built). */
+function packageRoot(): string {
+  let dir = import.meta.dirname;
+  while (!existsSync(join(dir, "package.json"))) {
+    const parent = join(dir, "..");
+    if (parent === dir) throw new Error("cannot find the package folder");
+    dir = parent;
+  }
+  return dir;
 }
 
 async function readPassword(): Promise<string> {
@@ -358,6 +409,12 @@ async function main(argv: string[]): Promise<void> {
       if (sub === "verify") return auditVerify();
       if (sub === "export") return auditExport(rest);
       return fail(`unknown audit command "${sub ?? ""}"\n\n${usage}`);
+    case "policy": {
+      if (sub !== "test") return fail(`unknown policy command "${sub ?? ""}"\n\n${usage}`);
+      const { runPolicyTestCommand } = await import("./policy/test-command.js");
+      process.exit(await runPolicyTestCommand(rest, { out: process.stdout, err: process.stderr }));
+      return;
+    }
     case "keys":
       if (sub === "rotate") return keysRotate();
       return fail(`unknown keys command "${sub ?? ""}"\n\n${usage}`);
@@ -367,6 +424,24 @@ async function main(argv: string[]): Promise<void> {
     case "apikeys":
       if (sub === "create") return apiKeysCreate(rest);
       return fail(`unknown apikeys command "${sub ?? ""}"\n\n${usage}`);
+    case "ingest": {
+      const code = await runIngestCommand(
+        [sub, ...rest].filter((a) => a !== undefined),
+        {
+          env: process.env,
+          err: process.stderr,
+          out: process.stdout,
+        },
+      );
+      process.exit(code);
+      return;
+    }
+    case "rag-plugin": {
+      const { runRagPluginCommand } = await import("./rag/command.js");
+      const code = await runRagPluginCommand(process.env, process.stderr);
+      if (code !== undefined) process.exit(code);
+      return;
+    }
     case "users":
       if (sub === "create") return usersCreate(rest);
       return fail(`unknown users command "${sub ?? ""}"\n\n${usage}`);

@@ -7,21 +7,26 @@ import {
   createAuditWriter,
 } from "./audit/index.js";
 import { type Config, embeddedDatabaseDir } from "./config.js";
+import type { OperatorAllowlist } from "./gateway/allowlist.js";
 import type { Gateway } from "./gateway/gateway.js";
 import { createGatewayModule, type GatewayArea } from "./gateway/module.js";
 import type { PluginRegistry } from "./gateway/plugins.js";
 import type { Identity } from "./identity/identity.js";
 import { createIdentityModule } from "./identity/module.js";
+import type { ServiceAccounts } from "./identity/service-accounts.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
 import { createUserAdminModule } from "./identity/user-admin-service.js";
 import type { Logger } from "./log.js";
-import { compilePolicy, createTraitRegistry, defaultPolicy } from "./policy/index.js";
+import { createPolicyModule, type PolicyArea } from "./policy/module.js";
+import { createSearchModule } from "./search/module.js";
+import type { Search } from "./search/search.js";
 import { createApp } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
 import type { LiveSettings } from "./settings/live.js";
 import { followLogLevel } from "./settings/log-level.js";
 import { createSettingsModule } from "./settings/module.js";
+import type { Settings } from "./settings/settings.js";
 import { type Database, migrate, openDatabase } from "./storage/index.js";
 
 export interface Core {
@@ -36,6 +41,14 @@ export interface Core {
   /** The operator lane's in-process entry (core search calls plugins through it). */
   gateway: Gateway;
   plugins: PluginRegistry;
+  allowlist: OperatorAllowlist;
+  serviceAccounts: ServiceAccounts;
+  /** Settings administration (the demo sets the RAG backend through it). */
+  settingsAdmin: Settings;
+  /** Retrieval: search and ingestion (docs/rag.md). */
+  search: Search;
+  /** The policy area; `policy.current()` is the active compiled engine (docs/policy.md). */
+  policy: PolicyArea;
   close(): Promise<void>;
 }
 
@@ -51,6 +64,8 @@ export interface StartCoreOptions {
   /** Settings: version poll behind LISTEN/NOTIFY (default 5 s); database timeout (default 3 s). */
   settingsPollIntervalMs?: number;
   settingsTimeoutMs?: number;
+  /** Policy: generation poll behind LISTEN/NOTIFY (default 1 s). */
+  policyPollIntervalMs?: number;
 }
 
 /** Opens the database, applies migrations, wires every area and listens. */
@@ -64,6 +79,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
     }));
   let stopSettings: () => Promise<void> = async () => {};
+  let stopPolicy: () => Promise<void> = async () => {};
   try {
     const { applied } = await migrate(db, log);
     if (applied.length > 0) log.info({ applied }, "database migrated");
@@ -103,6 +119,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
       // Plugin ids and service account names are both gateway callers: each side asks the other.
       callerNameTaken: (name) => gatewayArea?.registry.exists(name) ?? Promise.resolve(false),
+      serviceAccountDeleted: async (name) => gatewayArea?.removeCaller(name),
     });
     const apiKeysArea = createApiKeysModule({
       db,
@@ -110,18 +127,32 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       ...(options.clock ? { clock: options.clock } : {}),
     });
-    const policyEngine = compilePolicy(defaultPolicy, createTraitRegistry());
+    const { module: policyModule, area: policyArea } = await createPolicyModule({
+      db,
+      audit,
+      log,
+      ...(options.policyPollIntervalMs ? { pollIntervalMs: options.policyPollIntervalMs } : {}),
+    });
+    stopPolicy = () => policyArea.close();
     gatewayArea = createGatewayModule({
       db,
       audit,
       log,
       dataKeys: config.dataKeys,
       config: { ...config.gateway, maxReplyBytes: config.maxBodyBytes },
-      policy: () => policyEngine,
+      policy: () => policyArea.current(),
       isServiceAccountName: (name) => serviceAccounts.exists(name),
       ...(options.clock ? { clock: options.clock } : {}),
     });
     const gateway = gatewayArea;
+    const searchArea = createSearchModule({
+      db,
+      audit,
+      log,
+      gateway: gateway.gateway,
+      policy: () => policyArea.current(),
+      settings: settingsArea.live,
+    });
     const { listener } = createApp({
       modules: [
         identityModule,
@@ -137,7 +168,9 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         apiKeysArea.module,
         createAuditQueryModule({ db }),
         settingsArea.module,
+        policyModule,
         ...gateway.modules,
+        searchArea.module,
       ],
       // Plugin credentials (Bearer tgp_…) authenticate gateway callers; tokens everything else.
       authenticator: gateway.authenticator(identity),
@@ -171,16 +204,23 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       settings: settingsArea.live,
       gateway: gateway.gateway,
       plugins: gateway.registry,
+      allowlist: gateway.allowlist,
+      serviceAccounts,
+      settingsAdmin: settingsArea.settings,
+      search: searchArea.search,
+      policy: policyArea,
       async close() {
         await server.close();
         gateway.close();
         await settingsArea.live.close();
+        await policyArea.close();
         await audit.close();
         if (!options.db) await db.close();
       },
     };
   } catch (err) {
     await stopSettings().catch(() => undefined);
+    await stopPolicy().catch(() => undefined);
     if (!options.db) await db.close().catch(() => undefined);
     throw err;
   }

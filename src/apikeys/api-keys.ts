@@ -20,7 +20,7 @@ export type ApiKeyActor =
       type: "user" | "service";
       id: string;
       /** The key presented with the call; a key cannot create a key with scopes it lacks. */
-      apiKey?: { id: string; scopes: readonly string[] } | undefined;
+      apiKey?: { id: string; scopes: readonly string[]; expiresAt?: Date | null } | undefined;
     }
   | { type: "system" };
 
@@ -173,6 +173,21 @@ export function createApiKeys(deps: ApiKeysDeps): ApiKeys {
             "SCOPE_ESCALATION",
             `a key can only create keys with scopes it holds itself; missing: ${missing.join(", ")}`,
             { field: "scopes", metadata: { missing_scopes: missing.join(",") } },
+          );
+        }
+        // Nor may it create one that outlives it (a leaked key could otherwise renew itself).
+        const limit = actor.apiKey.expiresAt;
+        if (limit && (expiresAt === null || expiresAt.getTime() > limit.getTime())) {
+          await write(actor, meta, {
+            action: "api_key_create",
+            target: null,
+            outcome: "denied",
+            details: { name, scopes, reason: "LIFETIME_ESCALATION" },
+          });
+          throw permissionDenied(
+            "LIFETIME_ESCALATION",
+            `a key can only create keys that expire no later than itself (${limit.toISOString()})`,
+            { field: "expires_at" },
           );
         }
       }

@@ -74,7 +74,7 @@ export function createApiKeyVerifier(deps: ApiKeyVerifierDeps): LocalApiKeyVerif
         throw invalid("API key expired");
       }
       touch(credential.id, now);
-      return { id: credential.id, scopes: credential.scopes };
+      return { id: credential.id, scopes: credential.scopes, expiresAt: credential.expiresAt };
     },
     forget(prefix) {
       cache.forget(prefix);

@@ -119,11 +119,21 @@ function toJson(value: unknown, depth: number, ancestors: Set<object>): JsonValu
 }
 
 /**
- * A string PostgreSQL accepts in text and jsonb: NUL and unpaired UTF-16 surrogates (which
+ * The longest text kept of one value: events describe what happened, they do not store
+ * payloads, and a caller must not be able to make one event large (anonymous refusals
+ * are recorded too).
+ */
+export const maxTextChars = 1024;
+
+/**
+ * A string PostgreSQL accepts in text and jsonb, at most `maxChars` long (cut with a
+ * note of how much was left out): NUL and unpaired UTF-16 surrogates (which
  * PostgreSQL refuses, failing the whole batch) become U+FFFD.
  */
-export function storableText(text: string): string {
-  return text.replace(
+export function storableText(text: string, maxChars = maxTextChars): string {
+  const bounded =
+    text.length > maxChars ? `${text.slice(0, maxChars)}…[${text.length - maxChars} more]` : text;
+  return bounded.replace(
     /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
     "\uFFFD",
   );

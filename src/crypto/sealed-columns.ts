@@ -1,3 +1,4 @@
+import { coreSecretContext } from "../gateway/plugins.js";
 import { sealContext as settingContext } from "../settings/effective.js";
 
 /**
@@ -29,6 +30,8 @@ export const sealedColumns: readonly SealedColumn[] = [
   { table: "users", idColumn: "id", column: "mfa_pending_secret", contextOf: mfaContext },
   // Secret platform settings (`settings:<key>`, src/settings/effective.ts); NULL for plain ones.
   { table: "settings", idColumn: "key", column: "sealed", contextOf: settingContext },
+  // The secret the core presents to each operator plugin (src/gateway/plugins.ts).
+  { table: "plugins", idColumn: "id", column: "core_secret_sealed", contextOf: coreSecretContext },
 ];
 
 /** `users.mfa_secret`: how reports name a column. */

@@ -12,6 +12,8 @@ export interface AllowlistStore {
   get(caller: string, target: string): Promise<AllowlistEntry | undefined>;
   list(filter: { caller?: string; target?: string }): Promise<AllowlistEntry[]>;
   delete(caller: string, target: string): Promise<AllowlistEntry | undefined>;
+  /** Removes every entry naming `caller` (a deleted plugin or service account); how many. */
+  deleteCaller(caller: string): Promise<number>;
 }
 
 interface Row {
@@ -65,6 +67,13 @@ export function createAllowlistStore(db: Queryable): AllowlistStore {
         [caller, target],
       );
       return rows[0] === undefined ? undefined : toEntry(rows[0]);
+    },
+    async deleteCaller(caller) {
+      const { rows } = await db.query(
+        "DELETE FROM operator_allowlist WHERE caller = $1 RETURNING target",
+        [caller],
+      );
+      return rows.length;
     },
   };
 }

@@ -4,7 +4,7 @@ import { createStateCache } from "../identity/state-cache.js";
 import type { Clock } from "../identity/tokens.js";
 import type { AllowlistEntry, AllowlistStore } from "./allowlist-store.js";
 import type { PluginRecord } from "./plugin-store.js";
-import type { RegistryActor, RegistryMeta } from "./plugins.js";
+import { type RegistryActor, type RegistryMeta, registryAuditActor } from "./plugins.js";
 
 /**
  * The operator allowlist: which caller (a plugin id or a service account name)
@@ -21,6 +21,11 @@ export interface OperatorAllowlist {
   ): Promise<AllowlistEntry>;
   list(filter: { caller?: string; target?: string }): Promise<AllowlistEntry[]>;
   delete(actor: RegistryActor, meta: RegistryMeta, caller: string, target: string): Promise<void>;
+  /**
+   * Forgets a caller that no longer exists (a deleted plugin or service account), so that a
+   * later one with the same name does not inherit its permissions.
+   */
+  removeCaller(caller: string): Promise<number>;
   /** The operations `caller` may call on `target` (empty when there is no entry). */
   operationsFor(caller: string, target: string): Promise<ReadonlySet<string>>;
 }
@@ -30,6 +35,8 @@ export interface OperatorAllowlistDeps {
   audit: Pick<AuditWriter, "write">;
   /** The target plugin, to check that the operations exist in its manifest. */
   plugin: (id: string) => Promise<PluginRecord | undefined>;
+  /** Is there a plugin or a service account with this name? */
+  callerExists: (name: string) => Promise<boolean>;
   clock: Clock;
 }
 
@@ -58,6 +65,14 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
           },
         );
       }
+      if (!(await deps.callerExists(entry.caller))) {
+        throw new DomainError(
+          "not_found",
+          "CALLER_NOT_FOUND",
+          `no plugin or service account is named ${entry.caller}`,
+          { field: "caller" },
+        );
+      }
       const unknown = entry.operations.filter((op) => !(op in target.manifest.endpoints));
       if (unknown.length > 0) {
         throw invalidArgument(
@@ -71,8 +86,7 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
       const saved = await store.put(entry.caller, entry.target, operations);
       cache.forget(allowlistKey(entry.caller, entry.target));
       await audit.write({
-        actorType: actor.kind,
-        actorId: actor.id,
+        ...registryAuditActor(actor),
         action: "allowlist_put",
         target: `allowlist:${entry.caller}->${entry.target}`,
         outcome: "success",
@@ -98,8 +112,7 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
       }
       cache.forget(allowlistKey(caller, target));
       await audit.write({
-        actorType: actor.kind,
-        actorId: actor.id,
+        ...registryAuditActor(actor),
         action: "allowlist_delete",
         target: `allowlist:${caller}->${target}`,
         outcome: "success",
@@ -107,6 +120,9 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
         details: { before: removed.operations },
       });
     },
+
+    // Entries cached on other processes lapse within the cache's second.
+    removeCaller: (caller) => store.deleteCaller(caller),
 
     operationsFor: (caller, target) => cache.get(allowlistKey(caller, target)),
   };

@@ -1,6 +1,6 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
-import { DomainError, type ErrorKind, unavailable } from "../errors.js";
+import { DomainError, type ErrorKind, invalidArgument, unavailable } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { OperatorAllowlist } from "./allowlist.js";
 import type { Forwarder, ForwardResult } from "./forwarder.js";
@@ -112,22 +112,32 @@ function kindOfStatus(status: number): ErrorKind {
 const refuse = (kind: ErrorKind, reason: string, message: string, field?: string) =>
   new DomainError(kind, reason, message, field ? { field } : {});
 
-/** The data classes a payload declares: `classification` at the top, in `document`, or in `chunks[]`. */
+/**
+ * The data classes a payload declares: `classification` at the top, in `document`, or in
+ * `chunks[]`. A classification that is not a string is refused (400): read as "none", it
+ * would let classified data pass as unclassified.
+ */
 export function classificationsOf(payload: JsonObject): string[] {
   const found = new Set<string>();
-  const take = (v: JsonValue | undefined) => {
-    if (typeof v === "string" && v !== "") found.add(v);
+  const take = (v: JsonValue | undefined, field: string) => {
+    if (v === undefined || v === null || v === "") return;
+    if (typeof v !== "string") {
+      throw invalidArgument("INVALID_CLASSIFICATION", `${field} must be a string`, { field });
+    }
+    found.add(v);
   };
-  take(payload.classification);
+  take(payload.classification, "payload.classification");
   const doc = payload.document;
-  if (doc !== null && typeof doc === "object" && !Array.isArray(doc)) take(doc.classification);
+  if (doc !== null && typeof doc === "object" && !Array.isArray(doc)) {
+    take(doc.classification, "payload.document.classification");
+  }
   const chunks = payload.chunks;
   if (Array.isArray(chunks)) {
-    for (const chunk of chunks) {
+    chunks.forEach((chunk, i) => {
       if (chunk !== null && typeof chunk === "object" && !Array.isArray(chunk)) {
-        take(chunk.classification);
+        take(chunk.classification, `payload.chunks[${i}].classification`);
       }
-    }
+    });
   }
   return [...found];
 }
@@ -135,7 +145,19 @@ export function classificationsOf(payload: JsonObject): string[] {
 export function createGateway(deps: GatewayDeps): Gateway {
   const { allowlist, policy, forwarder, audit, log } = deps;
 
+  /**
+   * Set when an operator_call event could not be written, cleared by the next event that
+   * is: while set, calls are refused (fail closed), and each refusal's own event is the probe.
+   */
+  let auditDown = false;
+
   async function decideAndForward(input: CallInput, event: { status: number; bytes: number }) {
+    if (auditDown) {
+      throw unavailable(
+        "AUDIT_UNAVAILABLE",
+        "the audit log cannot be written: operator calls are refused until it can",
+      );
+    }
     const { caller } = input;
     if (caller.kind === "user") {
       throw refuse(
@@ -183,12 +205,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
         "no allowlist entry permits this caller, plugin and operation",
       );
     }
+    const classifications = classificationsOf(input.payload);
     let verdict: PolicyVerdict;
     try {
       verdict = policy.decide({
         plugin: plugin.manifest,
         operation: input.operation,
-        classifications: classificationsOf(input.payload),
+        classifications,
       });
     } catch (err) {
       log.warn({ err, plugin_id: input.pluginId }, "plugin policy failed: call denied");
@@ -229,7 +252,8 @@ export function createGateway(deps: GatewayDeps): Gateway {
       } catch (err) {
         const kind = err instanceof DomainError ? err.kind : "internal";
         reason = err instanceof DomainError ? err.reason : "INTERNAL";
-        event.status = err instanceof PluginError ? err.status : statusOfKind[kind];
+        // The status the caller gets (a plugin's 418 reaches it as 400).
+        event.status = statusOfKind[kind];
         outcome =
           kind === "permission_denied" || kind === "unauthenticated" || kind === "not_found"
             ? "denied"
@@ -240,7 +264,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       } finally {
         const latencyMs = +(performance.now() - started).toFixed(3);
         // Not awaited: the answer does not wait for the commit (see docs/operator-lane.md);
-        // a failed write is logged and trips the audit latch, which refuses later calls.
+        // a failed write is logged and sets `auditDown`, which refuses later calls.
         audit
           .write({
             actorType: input.caller.kind,
@@ -258,7 +282,18 @@ export function createGateway(deps: GatewayDeps): Gateway {
               payload_bytes: event.bytes,
             },
           })
-          .catch((err: unknown) => log.error({ err }, "operator_call audit event lost"));
+          .then(
+            () => {
+              auditDown = false;
+            },
+            (err: unknown) => {
+              auditDown = true;
+              log.error(
+                { err, request_id: input.requestId },
+                "operator_call audit event lost: refusing operator calls until the audit log works",
+              );
+            },
+          );
       }
     },
   };

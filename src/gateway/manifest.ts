@@ -58,6 +58,19 @@ export function endpointPathProblem(path: string): string | undefined {
   return undefined;
 }
 
+/**
+ * Addresses no plugin may live at, whatever an admin allows: link-local ranges (where
+ * cloud metadata services answer) and the metadata services' own names and addresses.
+ * Names are checked as written; DNS answers are not (docs/operator-lane.md).
+ */
+export function isForbiddenHost(host: string): boolean {
+  const h = host.toLowerCase();
+  if (h === "metadata.google.internal" || h === "metadata" || h === "instance-data") return true;
+  if (isIP(h) === 4) return h.startsWith("169.254.") || h === "100.100.100.200";
+  if (isIP(h) === 6) return /^fe[89ab][0-9a-f]:/.test(h) || h === "fd00:ec2::254";
+  return false;
+}
+
 /** A host name or an IP address literal (IPv6 without brackets). */
 export function isValidHost(host: string): boolean {
   return isIP(host) !== 0 || hostnamePattern.test(host);
@@ -110,6 +123,12 @@ export function checkManifest(
   const host = (input.host.trim() || defaultPluginHost).toLowerCase();
   if (!isValidHost(host)) {
     throw bad("host", "host must be a host name or an IP address, without scheme or port");
+  }
+  if (isForbiddenHost(host)) {
+    throw bad(
+      "host",
+      `host ${host} is a link-local or cloud metadata address and is never allowed`,
+    );
   }
   const unlistedHost = !options.allowedHosts.has(host);
   if (unlistedHost && !options.allowUnlistedHost) {

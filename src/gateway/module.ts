@@ -9,8 +9,9 @@ import type { PolicyEngine } from "../policy/index.js";
 import type { ServiceModule } from "../server/app.js";
 import { type Authenticator, type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { Database } from "../storage/index.js";
-import { createOperatorAllowlist } from "./allowlist.js";
+import { createOperatorAllowlist, type OperatorAllowlist } from "./allowlist.js";
 import { createAllowlistStore } from "./allowlist-store.js";
+import { writeOncePerTurn } from "./audit-turn.js";
 import { createForwarder } from "./forwarder.js";
 import { createGateway, type Gateway } from "./gateway.js";
 import { createOperatorCallFeed } from "./operator-calls.js";
@@ -53,6 +54,9 @@ export interface GatewayModuleDeps {
 export interface GatewayArea {
   modules: ServiceModule[];
   registry: PluginRegistry;
+  allowlist: OperatorAllowlist;
+  /** Forgets a deleted service account's allowlist entries. */
+  removeCaller(name: string): Promise<number>;
   /** The in-process entry (core search calls plugins through it, as `ai-core`). */
   gateway: Gateway;
   /** Adds plugin credentials (`Bearer tgp_…`) to an authenticator of user and service tokens. */
@@ -111,6 +115,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     byId,
     byCredential,
     isServiceAccountName: deps.isServiceAccountName,
+    removeCaller: (name) => allowlistStore.deleteCaller(name),
     operationsInUse: async (pluginId) =>
       new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
   });
@@ -118,11 +123,15 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     store: allowlistStore,
     audit: deps.audit,
     plugin: (id) => store.find(id),
+    callerExists: async (name) =>
+      (await store.find(name)) !== undefined || (await deps.isServiceAccountName(name)),
     clock,
   });
   // The core's secret for a plugin, opened once per sealed value (i.e. per rotation).
   const opened = new Map<string, { sealed: string; secret: string }>();
   const forwarder = createForwarder({ maxReplyBytes: deps.config.maxReplyBytes });
+  // operator_call events go to the writer once per event-loop turn (one transaction per turn).
+  const callAudit = writeOncePerTurn(deps.audit);
   const gateway = createGateway({
     plugin: (id) => byId.get(id),
     coreSecret: (plugin) => {
@@ -135,7 +144,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     allowlist,
     policy: enginePluginPolicy(deps.policy),
     forwarder,
-    audit: deps.audit,
+    audit: callAudit,
     log: deps.log.child({ area: "gateway" }),
     timeouts: { defaultMs: deps.config.defaultTimeoutMs, maxMs: deps.config.maxTimeoutMs },
   });
@@ -145,6 +154,8 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
   return {
     registry,
     gateway,
+    allowlist,
+    removeCaller: (name) => allowlist.removeCaller(name),
     modules: [
       {
         services: [PluginRegistryService, OperatorAllowlistService, GatewayService],
@@ -157,17 +168,22 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
         // A refused gateway call is an operator_call like any other (one event per call).
         onRefused: async (call) => {
           if (call.rpc !== `${GatewayService.typeName}/Call`) return refusedAdmin(call);
+          // The request was not validated yet (authentication runs first): keep only
+          // well-formed names, so an anonymous caller cannot write what it likes.
           const req = (call.message ?? {}) as Partial<CallRequest>;
+          const name = (v: unknown, pattern: RegExp) =>
+            typeof v === "string" && pattern.test(v) ? v : "<invalid>";
+          const pluginId = name(req.pluginId, /^[a-z0-9][a-z0-9-]{0,62}$/);
           await deps.audit.write({
             actorType: call.caller?.kind ?? "anonymous",
             actorId: call.caller?.userId ?? null,
             action: "operator_call",
-            target: req.pluginId ? `plugin:${req.pluginId}` : null,
+            target: `plugin:${pluginId}`,
             outcome: "denied",
             requestId: call.requestId,
             details: {
-              caller: req.callerPlugin ?? "",
-              operation: req.operation ?? "",
+              caller: name(req.callerPlugin, /^[a-z0-9][a-z0-9-]{0,62}$/),
+              operation: name(req.operation, /^[a-z][a-z0-9_]{0,62}$/),
               status: call.error.kind === "unauthenticated" ? 401 : 403,
               reason: call.error.reason,
               latency_ms: 0,
@@ -193,6 +209,9 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
         return base.authenticate(authorization, options);
       },
     }),
-    close: () => forwarder.close(),
+    close: () => {
+      callAudit.flush();
+      forwarder.close();
+    },
   };
 }

@@ -24,9 +24,11 @@ export interface PluginStore {
   find(id: string): Promise<PluginRecord | undefined>;
   findByCredentialHash(hash: Buffer): Promise<PluginRecord | undefined>;
   list(): Promise<PluginRecord[]>;
+  /** With `credentials`, also replaces both secrets in the same statement. */
   updateManifest(
     manifest: PluginManifest,
     unlistedHost: boolean,
+    credentials?: { credentialHash: Buffer; coreSecretSealed: string },
   ): Promise<PluginRecord | undefined>;
   setEnabled(id: string, enabled: boolean): Promise<PluginRecord | undefined>;
   setCredentials(
@@ -125,10 +127,13 @@ export function createPluginStore(db: Queryable): PluginStore {
       const { rows } = await db.query<Row>(`SELECT ${columns} FROM plugins ORDER BY id`);
       return rows.map(toRecord);
     },
-    updateManifest: (m, unlistedHost) =>
+    updateManifest: (m, unlistedHost, credentials) =>
       one(
         `UPDATE plugins SET name = $2, plugin_type = $3, endpoints = $4::jsonb, host = $5,
-                port = $6, unlisted_host = $7, traits = $8, updated_at = now()
+                port = $6, unlisted_host = $7, traits = $8, updated_at = now(),
+                credential_hash = COALESCE($9, credential_hash),
+                core_secret_sealed = COALESCE($10, core_secret_sealed),
+                credentials_issued_at = CASE WHEN $9::bytea IS NULL THEN credentials_issued_at ELSE now() END
           WHERE id = $1 RETURNING ${columns}`,
         [
           m.id,
@@ -139,6 +144,8 @@ export function createPluginStore(db: Queryable): PluginStore {
           m.port,
           unlistedHost,
           [...m.traits],
+          credentials?.credentialHash ?? null,
+          credentials?.coreSecretSealed ?? null,
         ],
       ),
     setEnabled: (id, enabled) =>

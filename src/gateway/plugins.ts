@@ -30,11 +30,17 @@ export interface PluginCredentials {
   coreSecret: string;
 }
 
-/** The administrator making a change. */
+/** The administrator making a change; "system" for the command line and the demo setup. */
 export interface RegistryActor {
-  kind: "user" | "service";
+  kind: "user" | "service" | "system";
   id: string;
 }
+
+/** The audit log's actor fields for a registry actor. */
+export const registryAuditActor = (actor: RegistryActor) => ({
+  actorType: actor.kind,
+  actorId: actor.kind === "system" ? null : actor.id,
+});
 
 export interface RegistryMeta {
   requestId: string;
@@ -54,12 +60,16 @@ export interface PluginRegistry {
   /** Is there a plugin with this id (enabled or not)? */
   exists(id: string): Promise<boolean>;
   get(id: string): Promise<Plugin>;
+  /**
+   * Replaces the manifest. A new host gets new secrets (returned once): the old core
+   * secret is never sent to a host other than the one it was issued for.
+   */
   update(
     actor: RegistryActor,
     meta: RegistryMeta,
     input: ManifestInput,
     allowUnlistedHost: boolean,
-  ): Promise<Plugin>;
+  ): Promise<{ plugin: Plugin; credentials: PluginCredentials | undefined }>;
   setEnabled(
     actor: RegistryActor,
     meta: RegistryMeta,
@@ -94,6 +104,8 @@ export interface PluginRegistryDeps {
   byCredential: StateCache<PluginRecord | null>;
   /** Does a service account have this name? Plugin ids and caller names must not collide. */
   isServiceAccountName: (name: string) => Promise<boolean>;
+  /** Removes the allowlist entries naming a deleted plugin as caller. */
+  removeCaller: (name: string) => Promise<number>;
   /** Allowlist entries naming operations of this plugin, to refuse removing them. */
   operationsInUse: (pluginId: string) => Promise<Set<string>>;
 }
@@ -106,7 +118,8 @@ const secret = (prefix: string) => `${prefix}${randomBytes(32).toString("base64u
 export const hashCredential = (credential: string): Buffer =>
   createHash("sha256").update(credential).digest();
 
-const sealContext = (id: string) => `plugin:${id}:core_secret`;
+/** The secret box context of a plugin's core secret (also walked by `traitgate keys rotate`). */
+export const coreSecretContext = (id: string) => `plugin:${id}:core_secret`;
 
 const notFound = () =>
   new DomainError("not_found", "PLUGIN_NOT_FOUND", "no plugin has this id", { field: "plugin_id" });
@@ -138,8 +151,7 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
   ) =>
     audit.write({
       ...event,
-      actorType: actor.kind,
-      actorId: actor.id,
+      ...registryAuditActor(actor),
       outcome: "success",
       requestId: meta.requestId,
     });
@@ -152,7 +164,7 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
     return {
       credentials,
       credentialHash: hashCredential(credentials.credential),
-      coreSecretSealed: box.seal(credentials.coreSecret, sealContext(id)),
+      coreSecretSealed: box.seal(credentials.coreSecret, coreSecretContext(id)),
     };
   };
 
@@ -226,7 +238,9 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
           { field: "manifest.endpoints", metadata: { operations: dropped.join(",") } },
         );
       }
-      const after = await store.updateManifest(manifest, unlistedHost);
+      const fresh =
+        before.manifest.host !== manifest.host ? newCredentials(manifest.id) : undefined;
+      const after = await store.updateManifest(manifest, unlistedHost, fresh);
       if (after === undefined) throw notFound();
       forget(before);
       await record(actor, meta, {
@@ -236,9 +250,10 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
           before: auditView(before.manifest),
           after: auditView(manifest),
           unlisted_host: unlistedHost,
+          credentials_rotated: fresh !== undefined,
         },
       });
-      return view(after);
+      return { plugin: view(after), credentials: fresh?.credentials };
     },
 
     async setEnabled(actor, meta, id, enabled) {
@@ -255,6 +270,8 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
     async delete(actor, meta, id) {
       const before = await existing(id);
       if (!(await store.delete(id))) throw notFound();
+      // As a target its entries went with it (ON DELETE CASCADE); as a caller, now.
+      await deps.removeCaller(id);
       forget(before);
       await record(actor, meta, {
         action: "plugin_delete",
@@ -283,6 +300,6 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
     },
 
     coreSecret: (plugin) =>
-      box.openString(plugin.coreSecretSealed, sealContext(plugin.manifest.id)),
+      box.openString(plugin.coreSecretSealed, coreSecretContext(plugin.manifest.id)),
   };
 }

@@ -53,13 +53,13 @@ export function createPluginRegistryService(
           },
         );
       }
-      const plugin = await registry.update(
+      const updated = await registry.update(
         actor(ctx),
         meta(ctx),
         { ...input, id: req.pluginId },
         req.allowUnlistedHost,
       );
-      return { plugin: toMessage(plugin) };
+      return { plugin: toMessage(updated.plugin), credentials: updated.credentials };
     },
     async enablePlugin(req, ctx) {
       return {

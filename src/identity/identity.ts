@@ -385,7 +385,8 @@ export function createIdentity(deps: IdentityDeps): Identity {
           outcome: "failure",
           details: { cause: "wrong_password", client_address: clientAddress },
         });
-        throw unauthenticated("INVALID_CREDENTIALS", "the current password is not right", {
+        // 400, not 401: the caller's token is fine, and clients treat 401 as "log in again".
+        throw invalidArgument("WRONG_PASSWORD", "the current password is not right", {
           field: "current_password",
         });
       }

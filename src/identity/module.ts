@@ -35,6 +35,8 @@ export interface IdentityModuleDeps {
   throttlePolicy?: ThrottlePolicy;
   /** Is a service account name taken by a plugin id (both are gateway callers)? */
   callerNameTaken?: (name: string) => Promise<boolean>;
+  /** Told of a deleted service account's name (its allowlist entries go too). */
+  serviceAccountDeleted?: (name: string) => Promise<unknown>;
 }
 
 const rules = new Map<string, AuthRule>([
@@ -105,6 +107,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     log,
     tokenTtlSeconds: deps.jwt.serviceTtlSeconds,
     ...(deps.callerNameTaken ? { callerNameTaken: deps.callerNameTaken } : {}),
+    ...(deps.serviceAccountDeleted ? { onDeleted: deps.serviceAccountDeleted } : {}),
     forget: (id) => identity.forgetServiceAccount(id),
   });
   const service = createIdentityService(identity, serviceAccounts);

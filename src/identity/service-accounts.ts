@@ -77,6 +77,8 @@ export interface ServiceAccountsDeps {
    * plugin ids are both gateway callers, so they must not collide.
    */
   callerNameTaken?: (name: string) => Promise<boolean>;
+  /** Told of a deleted account's name (the gateway forgets its allowlist entries). */
+  onDeleted?: (name: string) => Promise<unknown>;
   /** Called after a change, so that this process's cached state of the account is dropped. */
   forget: (id: string) => void;
 }
@@ -295,6 +297,7 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
       const before = await existing(id);
       if (!(await store.delete(id))) throw notFound();
       forget(id);
+      await deps.onDeleted?.(before.name);
       await record(actor, meta, {
         action: "service_account_delete",
         target: `service_account:${id}`,

@@ -27,6 +27,7 @@ const roles: TraitDefinition[] = [
   t("role:operator", "runs the platform and its plugins", [
     "role:analyst",
     "capability:manage_plugins",
+    "capability:ingest",
   ]),
   t("role:security_officer", "owns security and compliance", [
     "role:auditor",

@@ -22,7 +22,7 @@ export interface Principal {
   /** The login session of a user's access token; empty for service accounts. */
   sessionId: string;
   /** The API key presented with the call, when the method asks for one. */
-  apiKey?: { id: string; scopes: readonly string[] };
+  apiKey?: { id: string; scopes: readonly string[]; expiresAt?: Date | null };
 }
 
 export const requestIdKey = createContextKey<string>("", { description: "request id" });

@@ -115,13 +115,20 @@ export interface Authenticator {
   ): Promise<AuthenticatedCaller>;
 }
 
+/** An API key as checked: what it may do and until when (null: no expiry). */
+export interface VerifiedApiKey {
+  id: string;
+  scopes: readonly string[];
+  expiresAt?: Date | null;
+}
+
 /** Checks an `X-API-Key` value. */
 export interface ApiKeyVerifier {
   /**
    * The key's id and scopes; throws an `unauthenticated` DomainError (reason
    * API_KEY_INVALID) when the key is unknown, revoked or expired.
    */
-  verify(key: string): Promise<{ id: string; scopes: readonly string[] }>;
+  verify(key: string): Promise<VerifiedApiKey>;
 }
 
 /** A call refused by authentication or authorisation, for the audit trail. */
@@ -166,7 +173,7 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
     const rule = rules.get(rpc) ?? anyCaller;
     if (rule.public) return next(req);
     let caller: AuthenticatedCaller | undefined;
-    let apiKey: { id: string; scopes: readonly string[] } | undefined;
+    let apiKey: VerifiedApiKey | undefined;
     try {
       caller = await authenticator.authenticate(req.header.get("authorization"), {
         allowMfaEnrollment: rule.allowMfaEnrollment === true,
@@ -222,7 +229,7 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
 async function verifyApiKey(
   apiKeys: ApiKeyVerifier | undefined,
   header: string | null,
-): Promise<{ id: string; scopes: readonly string[] }> {
+): Promise<VerifiedApiKey> {
   if (header === null || header.trim() === "") {
     throw unauthenticated("API_KEY_MISSING", "this call needs an X-API-Key header");
   }

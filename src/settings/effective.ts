@@ -1,5 +1,5 @@
 import type { Config } from "../config.js";
-import type { SecretBox } from "../crypto/secret-box.js";
+import { type SecretBox, SecretBoxError } from "../crypto/secret-box.js";
 import type { Logger } from "../log.js";
 import { checkValue, type SettingValue, settingDefinitions } from "./registry.js";
 import type { StoredSettings, StoredValue } from "./settings-store.js";
@@ -56,7 +56,23 @@ export function resolveSettings(
   for (const def of settingDefinitions) {
     const saved = stored.values.get(def.key);
     if (saved !== undefined) {
-      const checked = checkValue(def, openStored(box, def.key, saved));
+      let opened: unknown;
+      try {
+        opened = openStored(box, def.key, saved);
+      } catch (err) {
+        // A secret sealed under a key this process lacks must not stop the platform (nor
+        // the admin who sets it again): the key falls back, loudly, to env or default.
+        if (!(err instanceof SecretBoxError)) throw err;
+        log.error(
+          { key: def.key, reason: err.reason },
+          "stored secret setting cannot be opened (data key missing?): ignored until set again",
+        );
+        opened = undefined;
+      }
+      const checked =
+        opened === undefined
+          ? { ok: false as const, problem: "sealed value cannot be opened" }
+          : checkValue(def, opened);
       if (checked.ok) {
         values[def.key] = checked.value;
         sources[def.key] = "database";

@@ -1,5 +1,5 @@
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
-import type { SecretBox } from "../crypto/secret-box.js";
+import { type SecretBox, SecretBoxError } from "../crypto/secret-box.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Database } from "../storage/index.js";
@@ -35,7 +35,8 @@ import { type Bad, invalidSettings, maxReportedKeys, shown, validateUpdate } fro
  */
 
 export interface SettingsActor {
-  kind: "user" | "service";
+  /** "system": the command line or the demo setup, acting for the operator. */
+  kind: "user" | "service" | "system";
   userId: string;
   username: string;
   /** The API key presented with the call. */
@@ -174,7 +175,7 @@ export function createSettings(deps: SettingsDeps): Settings {
           if (!accepted.has(def.key)) continue;
           const next = accepted.get(def.key) ?? null;
           const saved = stored.values.get(def.key);
-          const current = saved === undefined ? undefined : openStored(box, def.key, saved);
+          const current = saved === undefined ? undefined : openedOrNothing(box, def.key, saved);
           if (def.secret && typeof next === "string") {
             const effective = String(before.values[def.key] ?? "");
             if (isMaskedEcho(next, effective)) continue; // the masked value, sent back unchanged
@@ -330,11 +331,28 @@ function auditEvent(
 ): AuditEventInput {
   return {
     actorType: actor.kind,
-    actorId: actor.userId,
+    actorId: actor.kind === "system" ? null : actor.userId,
     action: "settings_update",
     target: "settings",
     outcome,
     requestId: meta.requestId,
     details: { api_key_id: actor.apiKeyId ?? null, ...details },
   };
+}
+
+/**
+ * A stored value, or undefined when it is sealed under a key this process lacks: then any
+ * update (a new value, or null) replaces it, which is how an admin recovers the setting.
+ */
+function openedOrNothing(
+  box: SecretBox,
+  key: string,
+  saved: Parameters<typeof openStored>[2],
+): ReturnType<typeof openStored> | undefined {
+  try {
+    return openStored(box, key, saved);
+  } catch (err) {
+    if (err instanceof SecretBoxError) return undefined;
+    throw err;
+  }
 }

@@ -183,6 +183,36 @@ describe.each(databaseTargets())("API keys on $name", (target) => {
     expect(ok.record.scopes).toEqual(["api_keys:write"]);
   });
 
+  it("lets a key create keys only if they expire no later than itself", async () => {
+    const until = new Date(now + 24 * 3600_000);
+    const caller = {
+      ...admin,
+      apiKey: { id: "short-key", scopes: ["api_keys:write"], expiresAt: until },
+    };
+    const forever = await failure(
+      apiKeys.create(
+        caller,
+        { requestId: "req-forever" },
+        { name: "forever", scopes: ["api_keys:write"] },
+      ),
+    );
+    expect(forever).toMatchObject({ reason: "LIFETIME_ESCALATION", field: "expires_at" });
+    const later = await failure(
+      apiKeys.create(caller, meta, {
+        name: "later",
+        scopes: ["api_keys:write"],
+        expiresAt: new Date(until.getTime() + 60_000),
+      }),
+    );
+    expect(later).toMatchObject({ reason: "LIFETIME_ESCALATION" });
+    const ok = await apiKeys.create(caller, meta, {
+      name: "sooner",
+      scopes: ["api_keys:write"],
+      expiresAt: new Date(until.getTime() - 60_000),
+    });
+    expect(ok.record.name).toBe("sooner");
+  });
+
   it("revokes once: later revocations keep the first time, and the verifier is told", async () => {
     const { record } = await apiKeys.create(admin, meta, {
       name: "to revoke",

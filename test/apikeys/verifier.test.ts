@@ -85,10 +85,14 @@ async function refusal(p: Promise<unknown>) {
 }
 
 describe("API key verifier", () => {
-  it("accepts a valid key with its id and scopes", async () => {
+  it("accepts a valid key with its id, scopes and expiry", async () => {
     const t = setup();
     const { key, row } = t.add(["settings:read"]);
-    expect(await t.verifier.verify(key)).toEqual({ id: row.id, scopes: ["settings:read"] });
+    expect(await t.verifier.verify(key)).toEqual({
+      id: row.id,
+      scopes: ["settings:read"],
+      expiresAt: row.expiresAt,
+    });
   });
 
   it.each([

@@ -6,6 +6,7 @@ import { type RotationProgress, rotateSealedValues } from "../../src/crypto/rota
 import { runKeysRotateCommand } from "../../src/crypto/rotate-command.js";
 import { type SealedColumn, sealedColumns } from "../../src/crypto/sealed-columns.js";
 import { createSecretBox, parseDataKeys, type SecretBox } from "../../src/crypto/secret-box.js";
+import { coreSecretContext } from "../../src/gateway/plugins.js";
 import { createMfa } from "../../src/identity/mfa.js";
 import { createMfaStore } from "../../src/identity/mfa-store.js";
 import { silentLogger } from "../../src/log.js";
@@ -94,6 +95,17 @@ describe("sealed columns", () => {
     const mfa = sealedColumns.filter((c) => c.table === "users");
     expect(mfa.map((c) => c.column).sort()).toEqual(["mfa_pending_secret", "mfa_secret"]);
     for (const c of mfa) expect(c.contextOf("42")).toBe("users.mfa_secret:42");
+  });
+
+  it("cover every area that seals: settings and the plugins' core secrets too", () => {
+    expect(sealedColumns.map((c) => `${c.table}.${c.column}`).sort()).toEqual([
+      "plugins.core_secret_sealed",
+      "settings.sealed",
+      "users.mfa_pending_secret",
+      "users.mfa_secret",
+    ]);
+    const plugins = sealedColumns.find((c) => c.table === "plugins");
+    expect(plugins?.contextOf("rag")).toBe(coreSecretContext("rag"));
   });
 });
 

@@ -89,11 +89,7 @@ async function loginAndValidate(url: string, username: string, password: string)
 
 describe("traitgate demo", () => {
   it("starts on the embedded database, prints the admin password once, and it logs in", async () => {
-    const { child, output } = await start(
-      ["demo"],
-      baseEnv(tempDir()),
-      /password: \S+\n[\s\S]*Try:/,
-    );
+    const { child, output } = await start(["demo"], baseEnv(tempDir()), /Search as each/);
     expect(output).toContain("JWT_SECRET was not set");
     expect(output).toContain("DATA_ENCRYPTION_KEY was not set");
     const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
@@ -107,8 +103,27 @@ describe("traitgate demo", () => {
       username: "admin",
       roles: ["admin"],
     });
+    // Retrieval is wired (plugin, allowlist, backend, sample corpus): roles see different things.
+    const searchAs = async (user: string) => {
+      const pw = new RegExp(`${user} \\(\\w+\\): (\\S+)`).exec(output)?.[1] ?? "";
+      const login = await fetch(`${url}/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ username: user, password: pw }),
+      });
+      const { token } = (await login.json()) as { token: string };
+      const res = await fetch(`${url}/api/search`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+        body: JSON.stringify({ q: "sepsis lactate antibiotics flu", top_k: 20 }),
+      });
+      const body = (await res.json()) as { items: { path: string }[] };
+      return [...new Set(body.items.map((i) => i.path.split("/")[0]))].sort();
+    };
+    expect(await searchAs("dr-lee")).toEqual(["clinical", "public", "staff"]);
+    expect(await searchAs("vic")).toEqual(["public", "staff"]);
     expect(await stop(child)).toBe(0);
-  });
+  }, 60_000);
 });
 
 describe("traitgate serve", () => {

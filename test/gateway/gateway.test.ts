@@ -41,6 +41,7 @@ function harness(
 ) {
   const forwarded: ForwardRequest[] = [];
   const events: AuditEventInput[] = [];
+  const auditState = { failing: false };
   const gateway = createGateway({
     plugin: async (id) => (id === "rag" ? plugin : null),
     coreSecret: () => "tgc_secret",
@@ -62,6 +63,7 @@ function harness(
     },
     audit: {
       async write(event) {
+        if (auditState.failing) throw new Error("audit store down");
         events.push(event);
         return { id: String(events.length), seq: String(events.length), hash: "h" };
       },
@@ -69,7 +71,7 @@ function harness(
     log: silentLogger,
     timeouts: { defaultMs: 1000, maxMs: 5000 },
   });
-  return { gateway, forwarded, events };
+  return { gateway, forwarded, events, auditState };
 }
 
 const input = (extra: Partial<CallInput> = {}): CallInput => ({
@@ -116,6 +118,22 @@ describe("gateway decisions", () => {
     expect(h.events.map((e) => [e.action, e.outcome, e.details?.status])).toEqual([
       ["operator_call", "error", 503],
     ]);
+  });
+
+  it("refuses calls once an operator_call event is lost, until the audit log works again", async () => {
+    const h = harness();
+    const settle = () => new Promise((r) => setImmediate(r));
+    h.auditState.failing = true;
+    await h.gateway.call(input());
+    await settle();
+    expect(await reasonOf(h.gateway.call(input()))).toBe("AUDIT_UNAVAILABLE");
+    expect(h.forwarded.length).toBe(1);
+    h.auditState.failing = false;
+    // The refused call's own event is the probe: once it is written, calls flow again.
+    expect(await reasonOf(h.gateway.call(input()))).toBe("AUDIT_UNAVAILABLE");
+    await settle();
+    expect(await h.gateway.call(input())).toEqual({ items: [] });
+    expect(h.forwarded.length).toBe(2);
   });
 
   it("denies when the policy throws, and sends the sanitized payload when it sanitizes", async () => {
@@ -170,6 +188,18 @@ describe("payload classification", () => {
       }).sort(),
     ).toEqual(["financial", "phi", "pii"]);
     expect(classificationsOf({ q: "x" })).toEqual([]);
+  });
+
+  it("refuses a classification that is not a string, naming where it is", () => {
+    expect(() => classificationsOf({ classification: ["phi"] })).toThrow(
+      expect.objectContaining({
+        reason: "INVALID_CLASSIFICATION",
+        field: "payload.classification",
+      }),
+    );
+    expect(() => classificationsOf({ chunks: [{}, { classification: 7 }] })).toThrow(
+      expect.objectContaining({ field: "payload.chunks[1].classification" }),
+    );
   });
 });
 

@@ -385,6 +385,29 @@ describe("manifests and the allowlist are checked", () => {
     const allowed = await adminCall("/admin/plugins?allow_unlisted_host=true", manifest);
     expect(allowed.status).toBe(200);
     expect((allowed.body.plugin as { unlisted_host: boolean }).unlisted_host).toBe(true);
+    const metadata = await adminCall("/admin/plugins?allow_unlisted_host=true", {
+      ...manifest,
+      id: "imds",
+      host: "169.254.169.254",
+    });
+    expect([metadata.status, metadata.reason]).toEqual([400, "INVALID_MANIFEST"]);
+    // A new host gets new secrets: the old core secret never goes to another host.
+    const moved = await adminCall(
+      "/admin/plugins/remote",
+      { plugin_type: "internal", endpoints: { rag_query: "/q" }, host: "localhost" },
+      "PUT",
+    );
+    expect(moved.status).toBe(200);
+    const oldSecret = (allowed.body.credentials as { core_secret: string }).core_secret;
+    const newSecret = (moved.body.credentials as { core_secret: string }).core_secret;
+    expect(newSecret).toMatch(/^tgc_/);
+    expect(newSecret).not.toBe(oldSecret);
+    const samePlace = await adminCall(
+      "/admin/plugins/remote",
+      { plugin_type: "internal", endpoints: { rag_query: "/q" }, host: "localhost", port: 9000 },
+      "PUT",
+    );
+    expect(samePlace.body.credentials).toBeUndefined();
     const badType = await adminCall("/admin/plugins", {
       ...manifest,
       id: "typo",
@@ -408,6 +431,51 @@ describe("manifests and the allowlist are checked", () => {
       endpoints: { x: "/x" },
     });
     expect([clash.status, clash.reason]).toEqual([409, "CALLER_NAME_TAKEN"]);
+  });
+
+  it("refuses an unknown caller, and forgets a deleted caller's entries", async () => {
+    const unknown = await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "nobody", target: "echo", operations: ["rag_query"] },
+      "PUT",
+    );
+    expect([unknown.status, unknown.reason]).toEqual([404, "CALLER_NOT_FOUND"]);
+    const temp = await adminCall("/admin/plugins", {
+      id: "temp",
+      plugin_type: "internal",
+      endpoints: { x: "/x" },
+    });
+    expect(temp.status).toBe(200);
+    await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "temp", target: "echo", operations: ["rag_query"] },
+      "PUT",
+    );
+    expect((await adminCall("/admin/plugins/temp", undefined, "DELETE")).status).toBe(200);
+    const sa = await callJson(
+      server.url,
+      "/api/admin/service-accounts",
+      { name: "sa-temp" },
+      { token: admin.token },
+    );
+    const saId = (sa.body.service_account as { service_account_id: string }).service_account_id;
+    await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "sa-temp", target: "echo", operations: ["rag_query"] },
+      "PUT",
+    );
+    await callJson(server.url, `/api/admin/service-accounts/${saId}`, undefined, {
+      token: admin.token,
+      method: "DELETE",
+    });
+    const list = await callJson(server.url, "/admin/operator/allowlist?target=echo", undefined, {
+      token: admin.token,
+      method: "GET",
+      headers: { "x-api-key": await server.createApiKey(["operator:read"]) },
+    });
+    const callers = (list.body.entries as { caller: string }[]).map((e) => e.caller);
+    expect(callers).not.toContain("temp");
+    expect(callers).not.toContain("sa-temp");
   });
 
   it("needs the admin role and an API key with the operator scope", async () => {

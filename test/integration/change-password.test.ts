@@ -34,7 +34,7 @@ describe("changing one's own password", () => {
   it("refuses a wrong current password and a new one the policy refuses, changing nothing", async () => {
     const token = (await login(oldPassword)).body.token as string;
     const wrong = await change(token, "not-the-password", newPassword);
-    expect([wrong.status, wrong.reason]).toEqual([401, "INVALID_CREDENTIALS"]);
+    expect([wrong.status, wrong.reason]).toEqual([400, "WRONG_PASSWORD"]);
     const weak = await change(token, oldPassword, "short");
     expect([weak.status, weak.reason]).toEqual([400, "PASSWORD_TOO_SHORT"]);
     expect(JSON.stringify(weak.body)).toContain("new_password");

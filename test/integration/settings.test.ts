@@ -415,10 +415,10 @@ describe("settings through the core", () => {
 describe("settings across a restart", () => {
   it("keeps data_source sealed on disk and opens it after a restart", async () => {
     const dir = await mkdtemp(join(tmpdir(), "tg-settings-"));
-    const open = async () => {
+    const open = async (env: NodeJS.ProcessEnv = {}) => {
       const db = await openDatabase({ dataDir: dir, log: silentLogger });
       await migrate(db, silentLogger);
-      return startTestServer({ db });
+      return startTestServer({ db, env });
     };
     const secret = "postgres://app:restart-secret@db/x";
     try {
@@ -450,6 +450,25 @@ describe("settings across a restart", () => {
         });
       } finally {
         await second.close();
+      }
+
+      // With the data key lost (a new key, no previous one), the platform still starts: the
+      // secret falls back to its default, loudly, and an admin can set it again.
+      const third = await open({ DATA_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString("base64") });
+      try {
+        expect(third.core.settings.current().sources.data_source).toBe("default");
+        expect(third.logs.join("\n")).toContain("cannot be opened");
+        const reset = await call(third, "POST", "/api/admin/settings", {
+          token: await login(third, "root"),
+          key,
+          body: JSON.stringify({ data_source: "postgres://app:new-secret@db/x" }),
+        });
+        expect(reset.status).toBe(200);
+        expect(third.core.settings.current().values.data_source).toBe(
+          "postgres://app:new-secret@db/x",
+        );
+      } finally {
+        await third.close();
       }
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -67,6 +67,12 @@ describe("masking", () => {
     ],
     ["not a url", "****"],
     ["", ""],
+    // Ambiguous credentials are masked whole (fail closed): never a password in clear.
+    ["postgres://app:se/cret@db/x", "****"],
+    ["postgres://app:p#ss@db/x", "****"],
+    ["postgres://app:p?ss@db/x", "****"],
+    ["postgres://app:a@b@db/x", "****"],
+    ["postgres://db/x?password=pw", "postgres://db/x?password=****"],
   ])("%s → %s", (value, masked) => {
     expect(maskSecret(value)).toBe(masked);
   });

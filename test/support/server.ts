@@ -34,6 +34,8 @@ export async function startTestServer(
     /** Settings: version poll interval and database timeout (src/settings/module.ts). */
     settingsPollIntervalMs?: number;
     settingsTimeoutMs?: number;
+    /** Policy: generation poll interval (src/policy/module.ts). */
+    policyPollIntervalMs?: number;
   } = {},
 ): Promise<TestServer> {
   const env: NodeJS.ProcessEnv = {
@@ -60,6 +62,7 @@ export async function startTestServer(
       ? { settingsPollIntervalMs: options.settingsPollIntervalMs }
       : {}),
     ...(options.settingsTimeoutMs ? { settingsTimeoutMs: options.settingsTimeoutMs } : {}),
+    ...(options.policyPollIntervalMs ? { policyPollIntervalMs: options.policyPollIntervalMs } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
   });

@@ -685,7 +685,7 @@ export const IdentityService: GenService<{
   },
   /**
    * ChangePassword sets the caller's own password; the current password is
-   * required (UNAUTHENTICATED, reason INVALID_CREDENTIALS, when wrong). The
+   * required (INVALID_ARGUMENT, reason WRONG_PASSWORD, when wrong). The
    * user's other sessions are revoked; the calling session stays.
    *
    * @generated from rpc traitgate.identity.v1.IdentityService.ChangePassword

@@ -1,0 +1,492 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { Agent, request } from "node:http";
+import { connect } from "node:http2";
+import { createServer, connect as netConnect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { create, toBinary } from "@bufbuild/protobuf";
+import pg from "pg";
+import { CallRequestSchema } from "../gen/traitgate/gateway/v1/gateway_pb.js";
+import { formatResults, type LoadResult, runLoad } from "./load.js";
+
+/**
+ * The operator lane's hop (issue 6): rag_query-sized calls (about 2 KB of JSON in, 8 KB
+ * out) to examples/echo-plugin, at 1 and 64 in flight, in one run:
+ * - direct: HTTP/1.1 keep-alive to the plugin with its core secret;
+ * - nginx (bench/nginx.sh: Debian package, keep-alive upstream pool) in front of it;
+ * - the Traitgate gateway over REST (`POST /gateway/echo/rag_query`, HTTP/1.1 keep-alive)
+ *   and over gRPC (one h2c session), as the service account `ai-core`: authentication,
+ *   allowlist, policy, the `operator_call` audit event and the forward all happen.
+ * Every party is its own process: the core (bench/gateway-core.ts, `startCore` on PGlite in
+ * a temporary DATA_DIR, or PostgreSQL in a schema of its own), the plugin, nginx; the load
+ * generator (a closed loop) is this process.
+ */
+
+const here = import.meta.dirname;
+const root = join(here, "../..");
+const echoScript = join(root, "examples/echo-plugin/server.mjs");
+const nginxScript = join(root, "bench/nginx.sh");
+
+/** A rag_query as core search sends it: a 2 KB question, 5 answers of 1500 characters. */
+const payload = {
+  q: "What does the operator lane forward? ".repeat(56).slice(0, 2048),
+  top_k: 5,
+  content_bytes: 1500,
+};
+const payloadJson = JSON.stringify(payload);
+const gatewayJson = JSON.stringify({ caller_plugin: "ai-core", payload });
+
+interface Child {
+  child: ChildProcess;
+  output: () => string;
+}
+
+function startChild(
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp | undefined,
+  timeoutMs = 60_000,
+): Promise<Child & { match: RegExpExecArray | null }> {
+  const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
+  let output = "";
+  if (ready === undefined) {
+    child.stderr?.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stdout?.resume();
+    return Promise.resolve({ child, match: null, output: () => output });
+  }
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(new Error(`${command} did not start in time: ${output.slice(-2000)}`));
+    }, timeoutMs);
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      if (output.length > 1_000_000) output = output.slice(-100_000);
+      const match = ready.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        resolve({ child, match, output: () => output });
+      }
+    };
+    child.stdout?.on("data", onData);
+    child.stderr?.on("data", onData);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${command} exited with ${code}: ${output.slice(-2000)}`));
+    });
+  });
+}
+
+async function stopChild(c: Child | undefined): Promise<void> {
+  if (c === undefined || c.child.exitCode !== null || c.child.signalCode !== null) return;
+  const exited = new Promise((r) => c.child.once("exit", r));
+  c.child.kill("SIGTERM");
+  const timer = setTimeout(() => c.child.kill("SIGKILL"), 15_000);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  await new Promise<void>((r) => server.close(() => r()));
+  if (address === null || typeof address === "string") throw new Error("no free port");
+  return address.port;
+}
+
+/** A keep-alive HTTP/1.1 JSON poster with `concurrency` sockets; resolves with the body. */
+function poster(port: number, concurrency: number) {
+  const agent = new Agent({
+    keepAlive: true,
+    maxSockets: concurrency,
+    maxFreeSockets: concurrency,
+  });
+  const post = (path: string, body: string, headers: Record<string, string>) =>
+    new Promise<Buffer>((resolve, reject) => {
+      const req = request(
+        {
+          host: "127.0.0.1",
+          port,
+          path,
+          agent,
+          method: "POST",
+          headers: {
+            "content-type": "application/json",
+            "content-length": String(Buffer.byteLength(body)),
+            ...headers,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on("data", (c: Buffer) => chunks.push(c));
+          res.once("end", () => {
+            const all = Buffer.concat(chunks);
+            if (res.statusCode === 200) resolve(all);
+            else reject(new Error(`${res.statusCode} ${all.toString().slice(0, 300)}`));
+          });
+          res.once("error", reject);
+        },
+      );
+      req.once("error", reject);
+      req.end(body);
+    });
+  return { post, close: () => agent.destroy() };
+}
+
+/** A minimal gRPC client over one h2c session (framing by hand, so the server is what is measured). */
+function grpcCaller(url: string) {
+  const { hostname, port } = new URL(url);
+  const session = connect(url, {
+    createConnection: () => netConnect({ host: hostname, port: Number(port), noDelay: true }),
+  });
+  const message = toBinary(
+    CallRequestSchema,
+    create(CallRequestSchema, {
+      pluginId: "echo",
+      operation: "rag_query",
+      callerPlugin: "ai-core",
+      payload,
+    }),
+  );
+  const frame = Buffer.alloc(5 + message.length);
+  frame.writeUInt32BE(message.length, 1);
+  frame.set(message, 5);
+  const call = (token: string) =>
+    new Promise<number>((resolve, reject) => {
+      const stream = session.request({
+        ":method": "POST",
+        ":path": "/traitgate.gateway.v1.GatewayService/Call",
+        "content-type": "application/grpc",
+        te: "trailers",
+        authorization: `Bearer ${token}`,
+      });
+      let size = 0;
+      let status: string | undefined;
+      stream.on("data", (c: Buffer) => {
+        size += c.length;
+      });
+      stream.on("trailers", (t) => {
+        status = String(t["grpc-status"]);
+      });
+      stream.on("error", reject);
+      stream.on("end", () =>
+        status === "0" ? resolve(size) : reject(new Error(`grpc-status ${status}`)),
+      );
+      stream.end(frame);
+    });
+  return { call, close: () => session.close() };
+}
+
+/** Checks that a reply is the plugin's rag_query answer (5 items of 1500 characters). */
+function checkReply(body: Buffer, label: string): void {
+  const reply = JSON.parse(body.toString()) as { items?: { content?: string }[] };
+  if (reply.items?.length !== 5 || reply.items[0]?.content?.length !== 1500) {
+    throw new Error(`${label}: unexpected reply ${body.toString().slice(0, 200)}`);
+  }
+}
+
+interface Setup {
+  /** Runs the in-process scenario in the core (SIGUSR2) and returns its results. */
+  inProcess(): Promise<LoadResult[]>;
+  coreUrl: string;
+  corePort: number;
+  aiCoreToken: string;
+  coreSecret: string;
+  pluginPort: number;
+  nginxPort: number | undefined;
+  nginxNote: string;
+  stop(): Promise<void>;
+}
+
+async function json(
+  url: string,
+  path: string,
+  body: unknown,
+  headers: Record<string, string>,
+  method = "POST",
+): Promise<Record<string, unknown>> {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+  });
+  const answer = (await res.json()) as Record<string, unknown>;
+  if (res.status !== 200)
+    throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(answer)}`);
+  return answer;
+}
+
+/** Core, plugin and nginx, set up as docs/operator-lane.md says (register, start, allowlist). */
+async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup> {
+  const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-gateway-"));
+  const children: Child[] = [];
+  const stop = async () => {
+    for (const c of children.reverse()) await stopChild(c);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    const coreArgs = (process.env.BENCH_CORE_NODE_ARGS ?? "").split(" ").filter(Boolean);
+    const core = await startChild(
+      process.execPath,
+      [...coreArgs, join(here, "gateway-core.js")],
+      {
+        PATH: process.env.PATH,
+        DATA_DIR: join(dir, "data"),
+        JWT_SECRET: randomBytes(32).toString("base64url"),
+        DATA_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+        PORT: "0",
+        HOST: "127.0.0.1",
+        LOG_LEVEL: "info",
+        SERVICE_TOKEN_TTL_SECONDS: "3600",
+        BENCH_PAYLOAD: JSON.stringify(payload),
+        BENCH_SECONDS: String(seconds),
+        ...(pgUrl ? { BENCH_PG_URL: pgUrl } : {}),
+        ...(process.env.BENCH_COUNT_QUERIES
+          ? { BENCH_COUNT_QUERIES: process.env.BENCH_COUNT_QUERIES }
+          : {}),
+      },
+      /(\{"benchCore":true[^\n]*\})\n/,
+    );
+    children.push(core);
+    const info = JSON.parse(core.match?.[1] ?? "{}") as {
+      url: string;
+      password: string;
+      apiKey: string;
+    };
+    const url = info.url;
+    const login = await json(
+      url,
+      "/auth/login",
+      { username: "bench-admin", password: info.password },
+      {},
+    );
+    const admin = { authorization: `Bearer ${login.token as string}`, "x-api-key": info.apiKey };
+    const sa = await json(
+      url,
+      "/api/admin/service-accounts",
+      { name: "ai-core", roles: ["service"] },
+      admin,
+    );
+    const token = await json(
+      url,
+      "/auth/token",
+      { grant_type: "client_credentials", client_id: "ai-core", client_secret: sa.client_secret },
+      {},
+    );
+    const manifest = {
+      name: "Echo",
+      plugin_type: "internal",
+      endpoints: { rag_index: "/rag/index", rag_query: "/rag/query" },
+    };
+    const registered = await json(url, "/admin/plugins", { id: "echo", ...manifest }, admin);
+    const coreSecret = (registered.credentials as { core_secret: string }).core_secret;
+    const plugin = await startChild(
+      process.execPath,
+      [echoScript],
+      { PATH: process.env.PATH, CORE_SECRET: coreSecret, PORT: "0" },
+      /echo-plugin listening on (\d+)/,
+    );
+    children.push(plugin);
+    const pluginPort = Number(plugin.match?.[1]);
+    await json(url, "/admin/plugins/echo", { ...manifest, port: pluginPort }, admin, "PUT");
+    await json(
+      url,
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: "echo", operations: ["rag_query"] },
+      admin,
+      "PUT",
+    );
+
+    let nginxPort: number | undefined;
+    let nginxNote = "";
+    try {
+      const port = await freePort();
+      const nginx = await startChild(
+        "sh",
+        [nginxScript, String(port), String(pluginPort), join(dir, "nginx")],
+        { PATH: `${process.env.PATH}:/usr/sbin:/sbin` },
+        undefined,
+      );
+      children.push(nginx);
+      // nginx says nothing when it is up: wait until it answers.
+      for (let i = 0; ; i++) {
+        const up = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => r.ok,
+          () => false,
+        );
+        if (up) break;
+        if (nginx.child.exitCode !== null || i > 100) {
+          throw new Error(`nginx did not come up: ${nginx.output().slice(-500)}`);
+        }
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      nginxPort = port;
+    } catch (err) {
+      nginxNote = `nginx rows skipped: ${(err as Error).message}`;
+    }
+    const inProcess = async (): Promise<LoadResult[]> => {
+      core.child.kill("SIGUSR2");
+      for (;;) {
+        const line = /\{"inProcess":[^\n]*\}\n/.exec(core.output());
+        if (line) return (JSON.parse(line[0]) as { inProcess: LoadResult[] }).inProcess;
+        if (core.child.exitCode !== null) throw new Error("the core exited");
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    return {
+      inProcess,
+      coreUrl: url,
+      corePort: Number(new URL(url).port),
+      aiCoreToken: token.access_token as string,
+      coreSecret,
+      pluginPort,
+      nginxPort,
+      nginxNote,
+      stop,
+    };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+const scenarioNames = {
+  direct: "direct to the plugin (HTTP/1.1)",
+  nginx: "nginx → plugin (HTTP/1.1)",
+  rest: "gateway REST → plugin",
+  grpc: "gateway gRPC → plugin",
+  inprocess: "gateway in process (`core.gateway.call`, no transport)",
+} as const;
+type Scenario = keyof typeof scenarioNames;
+
+/** BENCH_GATEWAY_ONLY=rest,grpc runs only those scenarios (e.g. to profile the core). */
+const only = process.env.BENCH_GATEWAY_ONLY?.split(",");
+
+async function benchGatewayOn(label: string, pgUrl: string | undefined, seconds: number) {
+  const s = await setUp(pgUrl, seconds);
+  try {
+    const results: LoadResult[] = [];
+    const byKey = new Map<string, LoadResult>();
+    const grpc = grpcCaller(s.coreUrl);
+    for (const concurrency of [1, 64]) {
+      const plugin = poster(s.pluginPort, concurrency);
+      const gateway = poster(s.corePort, concurrency);
+      const nginx = s.nginxPort === undefined ? undefined : poster(s.nginxPort, concurrency);
+      const pluginAuth = { authorization: `Bearer ${s.coreSecret}` };
+      const callerAuth = { authorization: `Bearer ${s.aiCoreToken}` };
+      const calls: [Scenario, () => Promise<unknown>][] = [
+        ["direct", () => plugin.post("/rag/query", payloadJson, pluginAuth)],
+        ...(nginx
+          ? [
+              ["nginx", () => nginx.post("/rag/query", payloadJson, pluginAuth)] as [
+                Scenario,
+                () => Promise<unknown>,
+              ],
+            ]
+          : []),
+        ["rest", () => gateway.post("/gateway/echo/rag_query", gatewayJson, callerAuth)],
+        ["grpc", () => grpc.call(s.aiCoreToken)],
+      ];
+      if (concurrency === 1) {
+        checkReply(await plugin.post("/rag/query", payloadJson, pluginAuth), "direct");
+        if (nginx) checkReply(await nginx.post("/rag/query", payloadJson, pluginAuth), "nginx");
+        checkReply(
+          await gateway.post("/gateway/echo/rag_query", gatewayJson, callerAuth),
+          "gateway REST",
+        );
+        await grpc.call(s.aiCoreToken);
+      }
+      for (const [key, fn] of calls) {
+        if (only && !only.includes(key)) continue;
+        const r = await runLoad(scenarioNames[key], fn, { concurrency, seconds });
+        results.push(r);
+        byKey.set(`${key}/${concurrency}`, r);
+      }
+      plugin.close();
+      gateway.close();
+      nginx?.close();
+    }
+    grpc.close();
+    if (!only || only.includes("inprocess")) {
+      for (const r of await s.inProcess()) {
+        results.push(r);
+        byKey.set(`inprocess/${r.concurrency}`, r);
+      }
+    }
+    return [
+      `## Operator lane on ${label}: the gateway hop vs direct and vs nginx`,
+      "",
+      formatResults(results),
+      "",
+      ...summary(byKey),
+      ...(s.nginxNote ? [`- ${s.nginxNote}`] : []),
+    ].join("\n");
+  } finally {
+    await s.stop();
+  }
+}
+
+function summary(byKey: Map<string, LoadResult>): string[] {
+  const lines: string[] = [];
+  const get = (k: Scenario, c: number) => byKey.get(`${k}/${c}`);
+  const ms = (x: number) => `${x >= 0 ? "+" : ""}${x.toFixed(3)} ms`;
+  for (const c of [1, 64]) {
+    const direct = get("direct", c);
+    if (!direct) continue;
+    const nginx = get("nginx", c);
+    const added = (r: LoadResult) => [r.p50 - direct.p50, r.p99 - direct.p99] as const;
+    const parts: string[] = [];
+    for (const k of ["nginx", "rest", "grpc", "inprocess"] as const) {
+      const r = get(k, c);
+      if (!r) continue;
+      const [p50, p99] = added(r);
+      let text = `${k} adds ${ms(p50)} at p50, ${ms(p99)} at p99, ${((r.rps / direct.rps) * 100).toFixed(0)}% of direct's req/s`;
+      if (k !== "nginx" && nginx) {
+        const n50 = nginx.p50 - direct.p50;
+        text +=
+          n50 > 0
+            ? `, ${(p50 / n50).toFixed(2)}× nginx's added p50`
+            : ", nginx added nothing at p50";
+      }
+      parts.push(text);
+    }
+    lines.push(`- ${c} in flight: ${parts.join("; ")}`);
+  }
+  lines.push(
+    "- targets: the gateway adds ≤ 0.5 ms at p50 (1 in flight), keeps ≥ 70% of direct's req/s at 64 in flight, within 1.5× of nginx's added latency",
+  );
+  return lines;
+}
+
+/**
+ * The gateway benchmark on the embedded database, then on PostgreSQL (a schema of its own
+ * on BENCH_DATABASE_URL, default the local server) when it answers.
+ */
+export async function benchGateway(seconds: number): Promise<string> {
+  const sections = [await benchGatewayOn("embedded PGlite", undefined, seconds)];
+  if (process.env.BENCH_GATEWAY_PG === "0") return sections.join("\n\n");
+  const url = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+  const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  try {
+    await probe.connect();
+  } catch (err) {
+    sections.push(`(PostgreSQL at ${url} not reachable, skipped: ${(err as Error).message})`);
+    return sections.join("\n\n");
+  } finally {
+    await probe.end().catch(() => undefined);
+  }
+  sections.push(await benchGatewayOn("PostgreSQL", url, seconds));
+  return sections.join("\n\n");
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const seconds = Number(process.env.BENCH_SECONDS ?? "3");
+  console.log(await benchGateway(seconds));
+}

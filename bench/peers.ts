@@ -1,0 +1,34 @@
+import type { Engine, Workload } from "./policy-workload.js";
+
+/**
+ * The benchmark's peers (bench/peers/), loaded at run time: they depend on packages in
+ * bench/node_modules (`npm --prefix bench ci`) and are compiled by bench/tsconfig.json, so
+ * Traitgate's own typecheck and build never see them. Their shape is declared here.
+ */
+export interface CerbosPeer {
+  version: string;
+  unary(i: number): Promise<boolean>;
+  batch(indices: readonly number[]): Promise<boolean[]>;
+  close(): Promise<void>;
+}
+
+export interface Peers {
+  cedarEngine(w: Workload): Engine;
+  casbinEngine(w: Workload): Promise<Engine>;
+  startCerbos(w: Workload): Promise<CerbosPeer>;
+}
+
+/**
+ * The peers, or why they could not be loaded. bench/tsconfig.json compiles them into
+ * bench/dist/, beside bench/node_modules, where Node resolves their packages.
+ */
+export async function loadPeers(): Promise<Peers | { missing: string }> {
+  const url = new URL("../../bench/dist/bench/peers/index.js", import.meta.url).href;
+  try {
+    return (await import(url)) as Peers;
+  } catch (err) {
+    return {
+      missing: `benchmark peers not loaded (${(err as Error).message}); run \`npm --prefix bench ci && npx tsc -p bench/tsconfig.json\` or \`npm run bench\``,
+    };
+  }
+}

@@ -1,0 +1,120 @@
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../src/config.js";
+import { createLogger } from "../src/log.js";
+import { startCore } from "../src/platform.js";
+import type { PolicyActor } from "../src/policy/policy-admin.js";
+import type { TraitDefinition } from "../src/policy/registry.js";
+import { type Database, openDatabase } from "../src/storage/index.js";
+import { runLoad } from "./load.js";
+import { serviceWorkload, traitgateRequest } from "./policy-workload.js";
+
+/**
+ * The Traitgate server of the policy service benchmark, in a process of its own (forked by
+ * bench/policy-service.ts, so the load generator does not share its event loop): a real
+ * core on loopback with durable audit, on PostgreSQL (`BENCH_DATABASE_URL`, a schema of its
+ * own) or, when given "pglite", PGlite in a temporary directory. It registers the workload's
+ * traits and activates its policy through the policy area, logs in a user with the role
+ * `service`, and tells the parent `{url, token, database}`. On `{inProcess: {seconds,
+ * concurrency}}` it measures audited decisions without the transport (the policy area's
+ * `decisions.evaluate`, as the service handler calls it); on "stop" it reports the audit
+ * writer's figures and exits.
+ */
+
+const rules = Number(process.argv[2] ?? "200");
+const target = process.argv[3] ?? "pglite";
+const password = "bench-password-long-enough";
+
+async function open(): Promise<{ db: Database; name: string; cleanup: () => Promise<void> }> {
+  if (target === "pglite") {
+    const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-policy-"));
+    const db = await openDatabase({ dataDir: dir, log: createLogger({ level: "silent" }) });
+    return { db, name: "PGlite (disk)", cleanup: async () => rmSync(dir, { recursive: true }) };
+  }
+  const schema = `tg_bench_${randomBytes(6).toString("hex")}`;
+  const db = await openDatabase({
+    connection: target,
+    schema,
+    poolSize: 10,
+    connectTimeoutMs: 3_000,
+    log: createLogger({ level: "silent" }),
+  });
+  return {
+    db,
+    name: "PostgreSQL",
+    cleanup: () => db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`),
+  };
+}
+
+const { db, name, cleanup } = await open();
+const env = {
+  JWT_SECRET: randomBytes(32).toString("base64url"),
+  DATA_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+  PORT: "0",
+  HOST: "127.0.0.1",
+  LOG_LEVEL: "warn",
+};
+const { config } = loadConfig(env);
+const log = createLogger({ level: "warn" });
+const core = await startCore({ config, log, db, env });
+
+const { workload } = serviceWorkload(rules);
+const actor: PolicyActor = {
+  kind: "user",
+  userId: "bench",
+  username: "bench",
+  apiKeyId: undefined,
+};
+const meta = { requestId: undefined };
+// Junior roles first: a trait's implications must be registered before it.
+const definitions = [...workload.definitions].reverse() as TraitDefinition[];
+for (const def of definitions) await core.policy.admin.putTrait(actor, meta, def);
+await core.policy.admin.putPolicy(actor, meta, {
+  document: workload.doc,
+  description: "benchmark workload",
+  activate: true,
+});
+
+await core.identity.createUser({
+  username: "bench-service",
+  email: "bench-service@example.test",
+  password,
+  roles: ["service"],
+});
+const res = await fetch(`${core.server.url}/auth/login`, {
+  method: "POST",
+  headers: { "content-type": "application/json" },
+  body: JSON.stringify({ username: "bench-service", password }),
+});
+const { token } = (await res.json()) as { token: string };
+process.send?.({
+  url: core.server.url,
+  token,
+  database: name,
+  version: core.policy.current().version,
+});
+
+const requests = workload.requests.map((_, i) => traitgateRequest(workload, i));
+const caller = { kind: "service" as const, userId: "bench", roles: [] };
+
+process.on("message", async (message) => {
+  const measure = (message as { inProcess?: { seconds: number; concurrency: number } }).inProcess;
+  if (measure !== undefined) {
+    let n = 0;
+    const result = await runLoad(
+      "decisions.evaluate (in process, audited)",
+      () => core.policy.decisions.evaluate(caller, undefined, requests[n++ % requests.length]!),
+      { ...measure, warmupSeconds: Math.min(1, measure.seconds / 3) },
+    );
+    process.send?.({ result });
+    return;
+  }
+  if (message !== "stop") return;
+  const stats = core.audit.stats();
+  await core.close();
+  await cleanup().catch(() => {});
+  await db.close();
+  process.send?.({ stats }, () => process.exit(0));
+});

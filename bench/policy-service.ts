@@ -1,0 +1,262 @@
+import { type ChildProcess, fork } from "node:child_process";
+import { pathToFileURL } from "node:url";
+import { createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { PolicyService } from "../gen/traitgate/policy/v1/policy_pb.js";
+import type { AuditWriterStats } from "../src/audit/index.js";
+import { type LoadResult, runLoad } from "./load.js";
+import { type CerbosPeer, loadPeers } from "./peers.js";
+import {
+  oracleAnswer,
+  oracleAnswers,
+  serviceWorkload,
+  traitgateRequest,
+  type Workload,
+} from "./policy-workload.js";
+
+/**
+ * The policy *service* against the Cerbos PDP, both over gRPC on loopback, on the issue's
+ * workload (200 rules, 50 roles in a hierarchy): Traitgate's `Evaluate` (every decision
+ * committed to the audit log before the answer) at 1 and 64 calls in flight, and
+ * `EvaluateBatch` in batches of 50 (one audit event per batch holding its 50 decisions);
+ * Cerbos's CheckResources with one resource (unary) and with 50 resources of one principal
+ * (batch). Each server runs in its own process; the load generator is this process.
+ * Both are checked against the reference evaluator before they are timed.
+ */
+
+const rules = 200;
+const batchSize = 50;
+const defaultUrl = "postgres://postgres@127.0.0.1:5432/test";
+
+interface Started {
+  child: ChildProcess;
+  url: string;
+  token: string;
+  database: string;
+}
+
+async function startTraitgate(database: string): Promise<Started> {
+  const script = new URL("./policy-server.js", import.meta.url);
+  // BENCH_PROFILE_DIR: write the server's CPU profile there (node --cpu-prof).
+  const profile = process.env.BENCH_PROFILE_DIR;
+  const child = fork(script, [String(rules), database], {
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+    execArgv: profile ? ["--cpu-prof", `--cpu-prof-dir=${profile}`] : [],
+  });
+  const ready = await new Promise<{ url: string; token: string; database: string }>(
+    (resolve, reject) => {
+      child.once("message", (m) => resolve(m as { url: string; token: string; database: string }));
+      child.once("exit", (code) => reject(new Error(`policy server exited with ${code}`)));
+    },
+  );
+  return { child, ...ready };
+}
+
+async function stopTraitgate(s: Started): Promise<AuditWriterStats | undefined> {
+  const stats = new Promise<AuditWriterStats | undefined>((resolve) => {
+    s.child.once("message", (m) => resolve((m as { stats: AuditWriterStats }).stats));
+    s.child.once("exit", () => resolve(undefined));
+  });
+  s.child.send("stop");
+  const result = await stats;
+  await new Promise((r) => setTimeout(r, 200));
+  if (s.child.exitCode === null) s.child.kill();
+  return result;
+}
+
+/** Requests grouped by user, in chunks of up to 50: a Cerbos batch has one principal. */
+function batches(w: Workload): number[][] {
+  const byUser = new Map<number, number[]>();
+  w.requests.forEach(([u], i) => {
+    const list = byUser.get(u) ?? [];
+    list.push(i);
+    byUser.set(u, list);
+  });
+  const out: number[][] = [];
+  for (const list of byUser.values()) {
+    for (let k = 0; k < list.length; k += batchSize) out.push(list.slice(k, k + batchSize));
+  }
+  return out.filter((b) => b.length === batchSize);
+}
+
+/** The first 10 batches, answered as the reference evaluator does, or an error. */
+async function checkBatches(
+  groups: number[][],
+  w: Workload,
+  decide: (group: number[]) => Promise<boolean[]>,
+  name: string,
+): Promise<void> {
+  for (const group of groups.slice(0, 10)) {
+    const got = await decide(group);
+    group.forEach((i, k) => {
+      if (got[k] !== oracleAnswer(w, i)) throw new Error(`${name} batch differs on request ${i}`);
+    });
+  }
+}
+
+interface Scenario {
+  engine: string;
+  kind: "unary" | "batch" | "in-process";
+  result: LoadResult;
+}
+
+export async function benchPolicyService(seconds: number): Promise<string> {
+  const { workload: w, dropped } = serviceWorkload(rules);
+  const checked = 1_000;
+  const oracle = oracleAnswers(w, checked);
+  const groups = batches(w);
+  const notes: string[] = [
+    `- workload: ${w.doc.rules.length} rules (${dropped} of ${rules} left out: activation refuses rules the analysis proves dead; no decision changes), ${w.requests.length} requests, batches of ${batchSize} requests of one user (${groups.length} batches)`,
+  ];
+  const scenarios: Scenario[] = [];
+  const load = (name: string, fn: () => Promise<unknown>, concurrency: number) =>
+    runLoad(name, fn, { concurrency, seconds, warmupSeconds: Math.min(1, seconds / 3) });
+
+  // Traitgate.
+  let database = process.env.BENCH_DATABASE_URL?.trim() || defaultUrl;
+  let server: Started;
+  try {
+    server = await startTraitgate(database);
+  } catch {
+    notes.push("- PostgreSQL unreachable: Traitgate ran on PGlite in a temporary directory");
+    database = "pglite";
+    server = await startTraitgate(database);
+  }
+  const client = createClient(PolicyService, createGrpcTransport({ baseUrl: server.url }));
+  const headers = { authorization: `Bearer ${server.token}` };
+  const requests = w.requests.map((_, i) => {
+    const r = traitgateRequest(w, i);
+    return { traits: [...r.traits], context: r.context };
+  });
+  for (let i = 0; i < checked; i++) {
+    const got = await client.evaluate(requests[i]!, { headers });
+    if ((got.decision === "allow") !== oracle[i]) {
+      throw new Error(`traitgate service differs from the reference on request ${i}`);
+    }
+  }
+  await checkBatches(
+    groups,
+    w,
+    async (group) => {
+      const out = await client.evaluateBatch(
+        { requests: group.map((i) => requests[i]!) },
+        { headers },
+      );
+      return out.decisions.map((d) => d.decision === "allow");
+    },
+    "traitgate service",
+  );
+  let n = 0;
+  const unary = () => client.evaluate(requests[n++ % requests.length]!, { headers });
+  let g = 0;
+  const batch = () =>
+    client.evaluateBatch(
+      { requests: groups[g++ % groups.length]!.map((i) => requests[i]!) },
+      { headers },
+    );
+  for (const c of [1, 64]) {
+    scenarios.push({
+      engine: "traitgate",
+      kind: "unary",
+      result: await load("Evaluate", unary, c),
+    });
+  }
+  for (const c of [1, 8]) {
+    scenarios.push({
+      engine: "traitgate",
+      kind: "batch",
+      result: await load("EvaluateBatch", batch, c),
+    });
+  }
+  // The same audited decisions without the transport, in the server process.
+  for (const c of [1, 64]) {
+    const result = await new Promise<LoadResult>((resolve) => {
+      server.child.once("message", (m) => resolve((m as { result: LoadResult }).result));
+      server.child.send({ inProcess: { seconds, concurrency: c } });
+    });
+    scenarios.push({ engine: "traitgate", kind: "in-process", result });
+  }
+  const stats = await stopTraitgate(server);
+  notes.push(
+    `- Traitgate on ${server.database}, durable audit: ${stats?.events ?? "?"} audit events in ${stats?.transactions ?? "?"} transactions (largest group ${stats?.largestBatch ?? "?"}), ${stats?.failedTransactions ?? "?"} failed`,
+  );
+
+  // Cerbos.
+  const peers = await loadPeers();
+  let cerbos: CerbosPeer | undefined;
+  if ("missing" in peers) notes.push(`- Cerbos not run: ${peers.missing}`);
+  else {
+    try {
+      cerbos = await peers.startCerbos(w);
+    } catch (err) {
+      notes.push(`- Cerbos not run: ${(err as Error).message}`);
+    }
+  }
+  if (cerbos !== undefined) {
+    try {
+      for (let i = 0; i < checked; i++) {
+        if ((await cerbos.unary(i)) !== oracle[i]) {
+          throw new Error(`cerbos differs from the reference on request ${i}`);
+        }
+      }
+      const peer = cerbos;
+      await checkBatches(groups, w, (group) => peer.batch(group), "cerbos");
+      let m = 0;
+      let h = 0;
+      for (const c of [1, 64]) {
+        scenarios.push({
+          engine: `cerbos ${peer.version}`,
+          kind: "unary",
+          result: await load(
+            "CheckResources (1 resource)",
+            () => peer.unary(m++ % w.requests.length),
+            c,
+          ),
+        });
+      }
+      for (const c of [1, 8]) {
+        scenarios.push({
+          engine: `cerbos ${peer.version}`,
+          kind: "batch",
+          result: await load(
+            "CheckResources (50 resources)",
+            () => peer.batch(groups[h++ % groups.length]!),
+            c,
+          ),
+        });
+      }
+      notes.push(
+        `- Cerbos ${peer.version} PDP on loopback, its audit log off, principals carrying every role they reach`,
+      );
+    } finally {
+      await cerbos.close();
+    }
+  }
+
+  const decisionsPerCall = (s: Scenario) => (s.kind === "batch" ? batchSize : 1);
+  const find = (engine: string, kind: string, c: number) =>
+    scenarios.find(
+      (s) => s.engine.startsWith(engine) && s.kind === kind && s.result.concurrency === c,
+    );
+  const rows = scenarios.map((s) => {
+    const r = s.result;
+    const peer = s.engine === "traitgate" ? find("cerbos", s.kind, r.concurrency) : undefined;
+    const ratio = peer ? `${(r.rps / peer.result.rps).toFixed(2)}×` : "";
+    return `| ${s.engine} | ${r.name} | ${r.concurrency} | ${Math.round(r.rps).toLocaleString("en-US")} | ${Math.round(r.rps * decisionsPerCall(s)).toLocaleString("en-US")} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${ratio} |`;
+  });
+  return [
+    "## Policy service over gRPC: Traitgate (durable audit) vs the Cerbos PDP",
+    "",
+    "| engine | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ...rows,
+    "",
+    ...notes,
+    `- both answered the first ${checked} requests (unary) and 10 batches (500 requests) as the reference evaluator did before they were timed`,
+  ].join("\n");
+}
+
+// `node dist/bench/policy-service.js`: this benchmark alone (BENCH_SECONDS, default 3).
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  console.log(await benchPolicyService(Number(process.env.BENCH_SECONDS ?? "3")));
+}

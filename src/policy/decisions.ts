@@ -1,0 +1,216 @@
+import { randomUUID } from "node:crypto";
+import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { permissionDenied } from "../errors.js";
+import { derivationsUsed } from "./derivation.js";
+import type { PolicyEngine } from "./engine.js";
+import type { Explanation, TraitDerivation } from "./explain.js";
+import type { LivePolicy } from "./live.js";
+import type { Removal } from "./sanitize.js";
+import type { Decision, EvaluationRequest } from "./types.js";
+
+/** The authenticated caller of a decision method. */
+export interface DecisionCaller {
+  kind: "user" | "service";
+  userId: string;
+  roles: readonly string[];
+}
+
+/** A decision as answered: the engine's, its audit id, and the derivations it used. */
+export interface DecisionAnswer extends Decision {
+  decisionId: string;
+  impliedTraits: TraitDerivation[];
+}
+
+export interface SanitizeAnswer {
+  decision: DecisionAnswer;
+  /** The document as the decision allows it; undefined on deny. */
+  document: unknown;
+  removed: Removal[];
+}
+
+export interface PolicyDecisions {
+  evaluate(
+    caller: DecisionCaller,
+    requestId: string | undefined,
+    request: EvaluationRequest,
+  ): Promise<DecisionAnswer>;
+  evaluateBatch(
+    caller: DecisionCaller,
+    requestId: string | undefined,
+    requests: readonly EvaluationRequest[],
+  ): Promise<DecisionAnswer[]>;
+  explain(
+    caller: DecisionCaller,
+    requestId: string | undefined,
+    request: EvaluationRequest,
+  ): Promise<{ decision: DecisionAnswer; explanation: Explanation }>;
+  uiFeatures(traits: readonly string[]): { features: string[]; policyVersion: string };
+  sanitize(
+    caller: DecisionCaller,
+    requestId: string | undefined,
+    request: EvaluationRequest,
+    document: unknown,
+  ): Promise<SanitizeAnswer>;
+}
+
+/** Roles that may ask for decisions about any user (enforcement points acting for users). */
+export const decideForOthersRoles: readonly string[] = ["admin", "service"];
+
+/**
+ * Decisions with a durable record: each one is committed to the audit log (through the
+ * shared group-committing writer) before it is answered, with a decision id the answer
+ * carries. When the audit log cannot be written the writer's `unavailable` error
+ * (AUDIT_UNAVAILABLE, HTTP 503) is the answer: no decision leaves unrecorded.
+ *
+ * The record holds the caller, the subject user, the given traits and data classes, the
+ * context, the decision, reason code, deciding and matched rules, errors and the policy
+ * version; of the resource only its attribute names, and never a document.
+ */
+export function createPolicyDecisions(deps: {
+  live: LivePolicy;
+  audit: Pick<AuditWriter, "write">;
+}): PolicyDecisions {
+  const { live, audit } = deps;
+
+  /**
+   * The user a decision is about. A user asks about themselves; service accounts and users
+   * with an admin or service role may name anyone. Otherwise a user could write decisions
+   * about someone else into the audit log (and probe the policy on their behalf).
+   */
+  function subject(caller: DecisionCaller, userId: string | undefined, field: string): string {
+    const wanted = userId ?? "";
+    if (wanted === "") return caller.kind === "user" ? caller.userId : "";
+    if (
+      wanted !== caller.userId &&
+      caller.kind === "user" &&
+      !caller.roles.some((r) => decideForOthersRoles.includes(r))
+    ) {
+      throw permissionDenied(
+        "USER_MISMATCH",
+        "a user may ask for decisions about themselves only (roles admin or service may name others)",
+        { field, metadata: { field } },
+      );
+    }
+    return wanted;
+  }
+
+  const record = (
+    caller: DecisionCaller,
+    requestId: string | undefined,
+    via: string,
+    request: EvaluationRequest,
+    d: Decision,
+    decisionId: string,
+    extra: Record<string, unknown> = {},
+  ): AuditEventInput => ({
+    actorType: caller.kind,
+    actorId: caller.userId,
+    action: "policy_decision",
+    target: request.userId ? `user:${request.userId}` : null,
+    outcome: d.decision === "deny" ? "denied" : "success",
+    requestId: requestId ?? null,
+    details: {
+      ...decisionDetails(request, d, decisionId),
+      via,
+      policy_version: d.policyVersion,
+      ...extra,
+    },
+  });
+
+  const answer = (engine: PolicyEngine, request: EvaluationRequest, d: Decision, id: string) => ({
+    ...d,
+    decisionId: id,
+    impliedTraits: derivationsUsed(engine, request, d),
+  });
+
+  const withSubject = (caller: DecisionCaller, request: EvaluationRequest, field: string) => {
+    const userId = subject(caller, request.userId, field);
+    return userId === request.userId ? request : { ...request, userId };
+  };
+
+  return {
+    async evaluate(caller, requestId, input) {
+      const request = withSubject(caller, input, "user_id");
+      const engine = live.current();
+      const d = engine.evaluate(request);
+      const id = randomUUID();
+      await audit.write(record(caller, requestId, "evaluate", request, d, id));
+      return answer(engine, request, d, id);
+    },
+
+    async evaluateBatch(caller, requestId, inputs) {
+      const requests = inputs.map((r, i) => withSubject(caller, r, `requests[${i}].user_id`));
+      const engine = live.current();
+      const decisions = engine.evaluateBatch(requests);
+      const ids = decisions.map(() => randomUUID());
+      // One event holds the batch's decisions, each with its id: one row and one hash per
+      // batch keeps a batch's cost near one decision's (the writer group-commits the rest).
+      await audit.write({
+        actorType: caller.kind,
+        actorId: caller.userId,
+        action: "policy_decision_batch",
+        target: null,
+        outcome: decisions.some((d) => d.decision === "deny") ? "denied" : "success",
+        requestId: requestId ?? null,
+        details: {
+          policy_version: engine.version,
+          count: decisions.length,
+          decisions: decisions.map((d, i) => decisionDetails(requests[i]!, d, ids[i]!)),
+        },
+      });
+      return decisions.map((d, i) => answer(engine, requests[i]!, d, ids[i]!));
+    },
+
+    async explain(caller, requestId, input) {
+      const request = withSubject(caller, input, "user_id");
+      const engine = live.current();
+      const explanation = engine.explain(request);
+      const id = randomUUID();
+      await audit.write(record(caller, requestId, "explain", request, explanation.decision, id));
+      return { decision: answer(engine, request, explanation.decision, id), explanation };
+    },
+
+    uiFeatures(traits) {
+      const engine = live.current();
+      return { features: engine.uiFeatures(traits), policyVersion: engine.version };
+    },
+
+    async sanitize(caller, requestId, input, document) {
+      const request = withSubject(caller, input, "user_id");
+      const engine = live.current();
+      const d = engine.evaluate(request);
+      const id = randomUUID();
+      const result =
+        d.decision === "sanitize" && d.sanitize !== undefined
+          ? engine.sanitize(document, d.sanitize)
+          : { document: d.decision === "allow" ? document : undefined, removed: [] };
+      // Counts only: paths and values of the document stay out of the audit log.
+      await audit.write(
+        record(caller, requestId, "sanitize", request, d, id, {
+          removed_fields: result.removed.filter((r) => r.kind === "field").length,
+          redacted_patterns: result.removed
+            .filter((r) => r.kind === "pattern")
+            .reduce((n, r) => n + (r.count ?? 1), 0),
+        }),
+      );
+      return { decision: answer(engine, request, d, id), ...result };
+    },
+  };
+}
+
+/** What the audit log keeps of one decision: never a document, of the resource only its keys. */
+function decisionDetails(request: EvaluationRequest, d: Decision, decisionId: string) {
+  return {
+    decision_id: decisionId,
+    decision: d.decision,
+    reason_code: d.reasonCode,
+    deciding_rule: d.decidingRule ?? null,
+    matched_rules: d.matchedRules,
+    context: request.context,
+    traits: request.traits,
+    classifications: request.classifications ?? [],
+    user_id: request.userId ?? "",
+    ...(request.resource ? { resource_attributes: Object.keys(request.resource) } : {}),
+    ...(d.errors ? { errors: d.errors } : {}),
+  };
+}

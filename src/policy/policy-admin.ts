@@ -1,0 +1,412 @@
+import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { DomainError, invalidArgument } from "../errors.js";
+import type { Database, Executor } from "../storage/index.js";
+import { builtinTraits } from "./builtin-traits.js";
+import { compilePolicy, type PolicyEngine } from "./engine.js";
+import { compileForActivation } from "./lifecycle.js";
+import type { LivePolicy } from "./live.js";
+import { failedPrecondition, notFound, policyInvalid } from "./policy-errors.js";
+import {
+  type ChangeAuthor,
+  policyStore,
+  type StoredActivation,
+  type StoredVersion,
+} from "./policy-store.js";
+import { createTraitRegistry, type TraitDefinition } from "./registry.js";
+import { parseTrait } from "./trait-syntax.js";
+import type { Decision, EvaluationRequest, PolicyDocument } from "./types.js";
+import { type PolicyIssue, validatePolicy } from "./validate.js";
+
+/** Who is calling an administrative method (set by the auth interceptor). */
+export interface PolicyActor {
+  kind: "user" | "service";
+  userId: string;
+  username: string;
+  apiKeyId: string | undefined;
+}
+
+export interface PolicyRequestMeta {
+  requestId: string | undefined;
+}
+
+export interface TraitView extends TraitDefinition {
+  category: string;
+  builtin: boolean;
+  /** Everything it implies, transitively, itself excluded. */
+  closure: string[];
+}
+
+export interface VersionView extends StoredVersion {
+  active: boolean;
+}
+
+export interface Page<T> {
+  items: T[];
+  nextPageToken: string;
+}
+
+export interface DecisionChange {
+  index: number;
+  active: Decision;
+  candidate: Decision;
+}
+
+export interface PolicyAdmin {
+  listTraits(category?: string): TraitView[];
+  getTrait(name: string): TraitView;
+  putTrait(
+    actor: PolicyActor,
+    meta: PolicyRequestMeta,
+    def: TraitDefinition,
+  ): Promise<{ trait: TraitView; created: boolean }>;
+  deleteTrait(actor: PolicyActor, meta: PolicyRequestMeta, name: string): Promise<void>;
+  listVersions(page: {
+    pageSize: number;
+    pageToken: string;
+  }): Promise<Page<VersionView> & { activeVersion: string }>;
+  getVersion(version: string): Promise<{ version: VersionView; document: PolicyDocument }>;
+  putPolicy(
+    actor: PolicyActor,
+    meta: PolicyRequestMeta,
+    input: { document: unknown; description: string; activate: boolean },
+  ): Promise<{ version: VersionView; created: boolean; activated: boolean }>;
+  validate(
+    document: unknown,
+    requests: readonly EvaluationRequest[],
+  ): { version: string; issues: PolicyIssue[]; changes: DecisionChange[]; compared: number };
+  activate(
+    actor: PolicyActor,
+    meta: PolicyRequestMeta,
+    version: string,
+  ): Promise<{ version: string; previousVersion: string }>;
+  history(page: { pageSize: number; pageToken: string }): Promise<Page<StoredActivation>>;
+}
+
+const builtinNames = new Set(builtinTraits.map((t) => t.name));
+const defaultPageSize = 50;
+const pageTokenPattern = /^[1-9][0-9]{0,15}$/;
+
+/**
+ * Administration of the trait registry and the policy versions. Every change is checked
+ * against the active state under the locked state row, committed with a notification to
+ * every process, installed in this process at once, and audited with before and after;
+ * refused changes are audited too. Nothing changes the engine that answers until the
+ * candidate has validated and compiled.
+ */
+export function createPolicyAdmin(deps: {
+  db: Database;
+  audit: Pick<AuditWriter, "write">;
+  live: LivePolicy;
+}): PolicyAdmin {
+  const { db, audit, live } = deps;
+
+  const author = (actor: PolicyActor, meta: PolicyRequestMeta): ChangeAuthor => ({
+    username: actor.username,
+    userId: actor.userId,
+    requestId: meta.requestId ?? null,
+  });
+
+  const event = (
+    actor: PolicyActor,
+    meta: PolicyRequestMeta,
+    action: string,
+    target: string,
+    outcome: AuditEventInput["outcome"],
+    details: Record<string, unknown>,
+  ): AuditEventInput => ({
+    actorType: actor.kind,
+    actorId: actor.userId,
+    action,
+    target,
+    outcome,
+    requestId: meta.requestId ?? null,
+    details: { ...details, ...(actor.apiKeyId ? { api_key_id: actor.apiKeyId } : {}) },
+  });
+
+  /** Runs a change; a refusal (a DomainError) is audited before it is answered. */
+  async function change<T>(
+    actor: PolicyActor,
+    meta: PolicyRequestMeta,
+    action: string,
+    target: string,
+    attempted: Record<string, unknown>,
+    fn: () => Promise<{ result: T; details: Record<string, unknown> }>,
+  ): Promise<T> {
+    let outcome: { result: T; details: Record<string, unknown> };
+    try {
+      outcome = await fn();
+    } catch (err) {
+      if (err instanceof DomainError && err.kind !== "unavailable" && err.kind !== "internal") {
+        await audit.write(
+          event(actor, meta, action, target, "failure", {
+            ...attempted,
+            reason: err.reason,
+            field: err.field,
+            ...(err.metadata.issues ? { issues: err.metadata.issues.split("\n") } : {}),
+          }),
+        );
+      }
+      throw err;
+    }
+    await audit.write(event(actor, meta, action, target, "success", outcome.details));
+    return outcome.result;
+  }
+
+  const traitView = (engine: PolicyEngine, name: string): TraitView | undefined => {
+    const { registry } = engine;
+    const id = registry.idOf(name);
+    if (id === undefined) return undefined;
+    const def = registry.definitions[id]!;
+    const closure: string[] = [];
+    const row = id * registry.words;
+    registry.names.forEach((other, t) => {
+      if (t !== id && ((registry.closures[row + (t >>> 5)]! >>> (t & 31)) & 1) === 1) {
+        closure.push(other);
+      }
+    });
+    return {
+      name: def.name,
+      description: def.description ?? "",
+      implies: [...(def.implies ?? [])],
+      conflicts: [...(def.conflicts ?? [])],
+      category: registry.categories[id]!,
+      builtin: builtinNames.has(def.name),
+      closure,
+    };
+  };
+
+  const refuseBuiltin = (name: string) => {
+    if (builtinNames.has(name)) {
+      throw invalidArgument("TRAIT_BUILTIN", `trait "${name}" is built in and cannot change`, {
+        field: "name",
+        metadata: { trait: name },
+      });
+    }
+  };
+
+  /**
+   * Applies a registry change under the lock: the new registry must load and the active
+   * policy must still validate with it; then the generation moves and every process
+   * recompiles.
+   */
+  async function changeRegistry(
+    edit: (traits: TraitDefinition[]) => TraitDefinition[],
+    write: (tx: Executor) => Promise<void>,
+    inUse?: (err: DomainError) => DomainError,
+  ): Promise<PolicyEngine> {
+    const { engine, generation } = await db.transaction(async (tx) => {
+      await policyStore.lockState(tx);
+      const snapshot = await policyStore.snapshot(tx);
+      let compiled: PolicyEngine;
+      try {
+        const registry = createTraitRegistry(edit(snapshot.traits));
+        compiled = compileForActivation(snapshot.document, registry);
+      } catch (err) {
+        if (err instanceof DomainError && inUse) throw inUse(err);
+        throw err;
+      }
+      await write(tx);
+      const next = await policyStore.bump(tx);
+      await policyStore.notify(tx, next);
+      return { engine: compiled, generation: next };
+    });
+    live.install(engine, generation);
+    return engine;
+  }
+
+  async function activateVersion(
+    by: ChangeAuthor,
+    version: string,
+  ): Promise<{ version: string; previousVersion: string }> {
+    const { engine, generation, previous } = await db.transaction(async (tx) => {
+      const state = await policyStore.lockState(tx);
+      const snapshot = await policyStore.snapshot(tx);
+      const document = await policyStore.document(tx, version);
+      if (document === undefined) {
+        throw notFound("POLICY_VERSION_NOT_FOUND", `no stored policy version ${version}`, {
+          version,
+        });
+      }
+      const compiled = compileForActivation(document, createTraitRegistry(snapshot.traits));
+      if (state.activeVersion === version) {
+        return { engine: undefined, generation: state.generation, previous: version };
+      }
+      const next = await policyStore.activate(tx, version, state.activeVersion, by);
+      await policyStore.notify(tx, next);
+      return { engine: compiled, generation: next, previous: state.activeVersion ?? "" };
+    });
+    if (engine !== undefined) live.install(engine, generation);
+    return { version, previousVersion: previous };
+  }
+
+  const page = (token: string): number | undefined => {
+    if (token === "") return undefined;
+    if (!pageTokenPattern.test(token)) {
+      throw invalidArgument("INVALID_PAGE_TOKEN", "page_token is not a token this service issued", {
+        field: "page_token",
+      });
+    }
+    return Number(token);
+  };
+
+  const withActive = (v: StoredVersion): VersionView => ({
+    ...v,
+    active: v.version === live.current().version,
+  });
+
+  return {
+    listTraits(category) {
+      const engine = live.current();
+      return engine.registry.names
+        .map((name) => traitView(engine, name)!)
+        .filter((t) => !category || t.category === category);
+    },
+
+    getTrait(name) {
+      const view = traitView(live.current(), name);
+      if (view === undefined) {
+        throw notFound("TRAIT_NOT_FOUND", `trait "${name}" is not registered`, { trait: name });
+      }
+      return view;
+    },
+
+    putTrait(actor, meta, def) {
+      const target = `trait:${def.name}`;
+      return change(actor, meta, "policy_trait_put", target, { after: def }, async () => {
+        parseTrait(def.name, "name");
+        refuseBuiltin(def.name);
+        const before = live.current().registry.definitions.find((d) => d.name === def.name);
+        const by = author(actor, meta);
+        const engine = await changeRegistry(
+          (traits) => [...traits.filter((t) => t.name !== def.name), def],
+          (tx) => policyStore.putTrait(tx, def, by),
+        );
+        return {
+          result: { trait: traitView(engine, def.name)!, created: before === undefined },
+          details: { before: before ?? null, after: def },
+        };
+      });
+    },
+
+    deleteTrait(actor, meta, name) {
+      return change(actor, meta, "policy_trait_delete", `trait:${name}`, {}, async () => {
+        refuseBuiltin(name);
+        const stored = await policyStore.traits(db);
+        const before = stored.find((t) => t.name === name);
+        if (before === undefined) {
+          throw notFound("TRAIT_NOT_FOUND", `trait "${name}" is not registered`, { trait: name });
+        }
+        await changeRegistry(
+          (traits) => traits.filter((t) => t.name !== name),
+          (tx) => policyStore.deleteTrait(tx, name),
+          (err) =>
+            failedPrecondition(
+              "TRAIT_IN_USE",
+              `trait "${name}" is named by the active policy or another trait (${err.message})`,
+              { trait: name },
+            ),
+        );
+        const { updatedAt: _at, updatedBy: _by, ...definition } = before;
+        return { result: undefined, details: { before: definition, after: null } };
+      });
+    },
+
+    async listVersions({ pageSize, pageToken }) {
+      const limit = pageSize || defaultPageSize;
+      const rows = await policyStore.versions(db, { limit: limit + 1, beforeSeq: page(pageToken) });
+      const items = rows.slice(0, limit);
+      return {
+        items: items.map(withActive),
+        activeVersion: live.current().version,
+        nextPageToken: rows.length > limit ? String(items.at(-1)!.seq) : "",
+      };
+    },
+
+    async getVersion(version) {
+      const wanted = version === "active" ? live.current().version : version;
+      const [stored, document] = await Promise.all([
+        policyStore.version(db, wanted),
+        policyStore.document(db, wanted),
+      ]);
+      if (stored === undefined || document === undefined) {
+        throw notFound("POLICY_VERSION_NOT_FOUND", `no stored policy version ${version}`, {
+          version,
+        });
+      }
+      return { version: withActive(stored), document };
+    },
+
+    putPolicy(actor, meta, input) {
+      return change(actor, meta, "policy_put", "policy", { activate: input.activate }, async () => {
+        const registry = live.current().registry;
+        const issues = validatePolicy(input.document, registry);
+        if (issues.length > 0) throw policyInvalid(issues, input.document);
+        const document = input.document as PolicyDocument;
+        const { version } = compilePolicy(document, registry);
+        const by = author(actor, meta);
+        const created = await db.transaction((tx) =>
+          policyStore.putVersion(tx, version, document, input.description, by),
+        );
+        const before = live.current().version;
+        const activated = input.activate ? await activateVersion(by, version) : undefined;
+        const stored = await policyStore.version(db, version);
+        return {
+          result: {
+            version: withActive(stored!),
+            created,
+            activated: activated !== undefined && activated.previousVersion !== version,
+          },
+          details: {
+            version,
+            created,
+            rule_count: document.rules.length,
+            ...(activated ? { before, after: version } : {}),
+          },
+        };
+      });
+    },
+
+    validate(document, requests) {
+      const registry = live.current().registry;
+      const issues = validatePolicy(document, registry);
+      if (issues.length > 0) return { version: "", issues, changes: [], compared: 0 };
+      const candidate = compilePolicy(document as PolicyDocument, registry);
+      // Shadow mode: the same requests through both; nothing is audited or answered.
+      const before = live.current().evaluateBatch(requests);
+      const after = candidate.evaluateBatch(requests);
+      const changes: DecisionChange[] = [];
+      before.forEach((active, index) => {
+        const next = after[index]!;
+        if (active.decision !== next.decision) {
+          changes.push({ index, active, candidate: next });
+        }
+      });
+      return { version: candidate.version, issues, changes, compared: requests.length };
+    },
+
+    activate(actor, meta, version) {
+      const before = live.current().version;
+      return change(
+        actor,
+        meta,
+        "policy_activate",
+        `policy:${version}`,
+        { before, after: version },
+        async () => {
+          const result = await activateVersion(author(actor, meta), version);
+          return { result, details: { before: result.previousVersion || null, after: version } };
+        },
+      );
+    },
+
+    async history({ pageSize, pageToken }) {
+      const limit = pageSize || defaultPageSize;
+      const rows = await policyStore.activations(db, {
+        limit: limit + 1,
+        beforeSeq: page(pageToken),
+      });
+      const items = rows.slice(0, limit);
+      return { items, nextPageToken: rows.length > limit ? String(items.at(-1)!.seq) : "" };
+    },
+  };
+}

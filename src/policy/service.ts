@@ -1,0 +1,230 @@
+import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import type {
+  EvaluateResponseSchema,
+  PolicyService,
+  PolicyVersionSchema,
+  TraitSchema,
+} from "../../gen/traitgate/policy/v1/policy_pb.js";
+import { requestIdKey, staffPrincipal } from "../server/context.js";
+import type { DecisionAnswer, DecisionCaller, PolicyDecisions } from "./decisions.js";
+import type { PolicyActor, PolicyAdmin, TraitView, VersionView } from "./policy-admin.js";
+import type { EvaluationRequest } from "./types.js";
+
+/** Thin Connect handlers for the policy service: parse → call the domain → map the result. */
+export function createPolicyService(deps: {
+  decisions: PolicyDecisions;
+  admin: PolicyAdmin;
+}): ServiceImpl<typeof PolicyService> {
+  const { decisions, admin } = deps;
+  return {
+    async evaluate(req, ctx) {
+      return decisionMessage(await decisions.evaluate(caller(ctx), requestId(ctx), request(req)));
+    },
+    async evaluateBatch(req, ctx) {
+      const answers = await decisions.evaluateBatch(
+        caller(ctx),
+        requestId(ctx),
+        req.requests.map(request),
+      );
+      return { decisions: answers.map(decisionMessage) };
+    },
+    async explain(req, ctx) {
+      const { decision, explanation } = await decisions.explain(
+        caller(ctx),
+        requestId(ctx),
+        request(req),
+      );
+      return {
+        decision: decisionMessage(decision),
+        givenTraits: explanation.givenTraits,
+        impliedTraits: explanation.impliedTraits,
+        rules: explanation.rules.map((r) => ({
+          id: r.id,
+          decision: r.decision,
+          inContext: r.inContext,
+          candidate: r.candidate,
+          missing: r.missing,
+          ...(r.anyHeld === undefined ? {} : { anyHeld: r.anyHeld }),
+          excludedHeld: r.excludedHeld,
+          condition: r.condition ?? "",
+          matched: r.matched,
+        })),
+      };
+    },
+    async listUiFeatures(req, ctx) {
+      caller(ctx);
+      return decisions.uiFeatures(req.traits);
+    },
+    async sanitize(req, ctx) {
+      const answer = await decisions.sanitize(
+        caller(ctx),
+        requestId(ctx),
+        request(req),
+        req.document ?? {},
+      );
+      return {
+        decision: decisionMessage(answer.decision),
+        ...(answer.document === undefined ? {} : { document: answer.document as JsonObject }),
+        removed: answer.removed.map((r) => ({
+          path: r.path,
+          kind: r.kind,
+          action: r.action,
+          classification: r.classification ?? "",
+          pattern: r.pattern ?? "",
+          count: r.count ?? 0,
+        })),
+      };
+    },
+
+    async listTraits(req) {
+      return { traits: admin.listTraits(req.category || undefined).map(traitMessage) };
+    },
+    async getTrait(req) {
+      return { trait: traitMessage(admin.getTrait(req.name)) };
+    },
+    async putTrait(req, ctx) {
+      const { trait, created } = await admin.putTrait(actor(ctx), meta(ctx), {
+        name: req.name,
+        ...(req.description ? { description: req.description } : {}),
+        implies: req.implies,
+        conflicts: req.conflicts,
+      });
+      return { trait: traitMessage(trait), created };
+    },
+    async deleteTrait(req, ctx) {
+      await admin.deleteTrait(actor(ctx), meta(ctx), req.name);
+      return {};
+    },
+    async listPolicyVersions(req) {
+      const page = await admin.listVersions(req);
+      return {
+        versions: page.items.map(versionMessage),
+        activeVersion: page.activeVersion,
+        nextPageToken: page.nextPageToken,
+      };
+    },
+    async getPolicyVersion(req) {
+      const { version, document } = await admin.getVersion(req.version);
+      return { version: versionMessage(version), document: document as unknown as JsonObject };
+    },
+    async putPolicy(req, ctx) {
+      const out = await admin.putPolicy(actor(ctx), meta(ctx), {
+        document: req.document ?? {},
+        description: req.description,
+        activate: req.activate,
+      });
+      return {
+        version: versionMessage(out.version),
+        created: out.created,
+        activated: out.activated,
+      };
+    },
+    async validatePolicy(req) {
+      const out = admin.validate(req.document ?? {}, req.requests.map(request));
+      return {
+        valid: out.issues.length === 0,
+        version: out.version,
+        issues: out.issues.map((i) => ({ ...i, ruleId: i.ruleId ?? "" })),
+        changes: out.changes.map((c) => ({
+          index: c.index,
+          activeDecision: c.active.decision,
+          activeDecidingRule: c.active.decidingRule ?? "",
+          candidateDecision: c.candidate.decision,
+          candidateDecidingRule: c.candidate.decidingRule ?? "",
+        })),
+        compared: out.compared,
+      };
+    },
+    async activatePolicy(req, ctx) {
+      return admin.activate(actor(ctx), meta(ctx), req.version);
+    },
+    async getPolicyHistory(req) {
+      const page = await admin.history(req);
+      return {
+        activations: page.items.map((a) => ({
+          version: a.version,
+          previousVersion: a.previousVersion,
+          activatedAt: timestampFromDate(a.activatedAt),
+          activatedBy: a.activatedBy,
+          activatedByUserId: a.activatedByUserId,
+          requestId: a.requestId,
+        })),
+        nextPageToken: page.nextPageToken,
+      };
+    },
+  };
+}
+
+interface RequestFields {
+  userId: string;
+  context: string;
+  traits: string[];
+  classifications: string[];
+  resource?: JsonObject | undefined;
+}
+
+const request = (req: RequestFields): EvaluationRequest => ({
+  traits: req.traits,
+  context: req.context,
+  ...(req.classifications.length > 0 ? { classifications: req.classifications } : {}),
+  ...(req.userId ? { userId: req.userId } : {}),
+  ...(req.resource ? { resource: req.resource } : {}),
+});
+
+function decisionMessage(d: DecisionAnswer): MessageInitShape<typeof EvaluateResponseSchema> {
+  return {
+    decision: d.decision,
+    reasonCode: d.reasonCode,
+    reason: d.reason,
+    decidingRule: d.decidingRule ?? "",
+    matchedRules: [...d.matchedRules],
+    ...(d.sanitize
+      ? {
+          sanitize: {
+            fields: [...d.sanitize.fields],
+            classifications: [...d.sanitize.classifications],
+          },
+        }
+      : {}),
+    errors: (d.errors ?? []).map((e) => ({ ruleId: e.ruleId, message: e.message })),
+    policyVersion: d.policyVersion,
+    decisionId: d.decisionId,
+    impliedTraits: d.impliedTraits,
+  };
+}
+
+const traitMessage = (t: TraitView): MessageInitShape<typeof TraitSchema> => ({
+  name: t.name,
+  category: t.category,
+  description: t.description ?? "",
+  implies: [...(t.implies ?? [])],
+  conflicts: [...(t.conflicts ?? [])],
+  builtin: t.builtin,
+  closure: t.closure,
+});
+
+const versionMessage = (v: VersionView): MessageInitShape<typeof PolicyVersionSchema> => ({
+  version: v.version,
+  description: v.description,
+  createdAt: timestampFromDate(v.createdAt),
+  createdBy: v.createdBy,
+  createdByUserId: v.createdByUserId,
+  ruleCount: v.ruleCount,
+  active: v.active,
+});
+
+/** The caller of a decision: a user or a service account (plugin credentials are refused). */
+function caller(ctx: HandlerContext): DecisionCaller {
+  const p = staffPrincipal(ctx.values);
+  return { kind: p.kind, userId: p.userId, roles: p.roles };
+}
+
+function actor(ctx: HandlerContext): PolicyActor {
+  const p = staffPrincipal(ctx.values);
+  return { kind: p.kind, userId: p.userId, username: p.username, apiKeyId: p.apiKey?.id };
+}
+
+const requestId = (ctx: HandlerContext): string | undefined => ctx.values.get(requestIdKey);
+const meta = (ctx: HandlerContext) => ({ requestId: requestId(ctx) });

@@ -1,0 +1,63 @@
+import type { ServiceImpl } from "@connectrpc/connect";
+import { type IndexRequest, RagPluginService } from "../../gen/traitgate/rag/v1/rag_pb.js";
+import type { IndexInput, Rag } from "./rag.js";
+
+export { RagPluginService };
+
+/** Thin Connect handlers of the RAG plugin: parse → call the domain → map the result. */
+export function createRagPluginService(
+  rag: Rag,
+  describe: { dimension: number; embedder: string; tenant: string },
+): ServiceImpl<typeof RagPluginService> {
+  return {
+    async index(req, ctx) {
+      const { docId, chunks } = await rag.index(indexInput(req), ctx.signal);
+      return { ok: true, docId, chunks };
+    },
+    async query(req, ctx) {
+      const items = await rag.query(
+        { q: req.q, vector: req.vector, topK: req.topK, userTraits: req.userTraits },
+        ctx.signal,
+      );
+      return { items };
+    },
+    async delete(req) {
+      const { docId, chunks } = await rag.delete(req.docId);
+      return { ok: true, docId, chunks };
+    },
+    async stats() {
+      const { documents, chunks } = await rag.stats();
+      return {
+        documents: BigInt(documents),
+        chunks: BigInt(chunks),
+        dimension: describe.dimension,
+        embedder: describe.embedder,
+        tenant: describe.tenant,
+      };
+    },
+  };
+}
+
+function indexInput(req: IndexRequest): IndexInput {
+  const d = req.document;
+  return {
+    id: req.id,
+    title: req.title,
+    path: req.path,
+    content: req.content,
+    requiredTraits: req.requiredTraits,
+    classification: req.classification,
+    vector: req.vector,
+    document:
+      d === undefined
+        ? undefined
+        : {
+            id: d.id,
+            title: d.title,
+            path: d.path,
+            requiredTraits: d.requiredTraits,
+            classification: d.classification,
+          },
+    chunks: req.chunks.map((c) => ({ chunkNo: c.chunkNo, content: c.content, vector: c.vector })),
+  };
+}

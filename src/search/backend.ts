@@ -1,0 +1,144 @@
+import type { JsonObject } from "@bufbuild/protobuf";
+import { DomainError } from "../errors.js";
+import type { Gateway, GatewayCaller } from "../gateway/gateway.js";
+import type { Rag } from "../rag/rag.js";
+
+/**
+ * Where documents are indexed and searched: the built-in store in the core's own
+ * database, or an operator's RAG plugin reached through the gateway as `ai-core`.
+ * Both speak the plugin contract of docs/rag.md; the backend embeds the text.
+ */
+
+export interface BackendDocument {
+  id: string;
+  title: string;
+  path: string;
+  requiredTraits: readonly string[];
+  classification: string;
+  chunks: readonly string[];
+}
+
+export interface BackendHit {
+  id: string;
+  docId: string;
+  chunkNo: number;
+  title: string;
+  path: string;
+  content: string;
+  score: number;
+  requiredTraits: readonly string[];
+  classification: string;
+}
+
+export interface RagBackend {
+  /** Replaces the document's chunks; the number indexed. */
+  index(doc: BackendDocument, requestId: string): Promise<number>;
+  query(
+    input: { q: string; topK: number; userTraits: readonly string[] },
+    requestId: string,
+  ): Promise<BackendHit[]>;
+}
+
+/** The built-in store (src/rag) on the core's database. */
+export function builtinBackend(rag: Rag): RagBackend {
+  return {
+    async index(doc) {
+      const { chunks } = await rag.index({
+        id: "",
+        title: "",
+        path: "",
+        content: "",
+        requiredTraits: [],
+        classification: "",
+        vector: [],
+        document: {
+          id: doc.id,
+          title: doc.title,
+          path: doc.path,
+          requiredTraits: [...doc.requiredTraits],
+          classification: doc.classification,
+        },
+        chunks: doc.chunks.map((content, chunkNo) => ({ chunkNo, content, vector: [] })),
+      });
+      return chunks;
+    },
+    async query(input) {
+      return rag.query({ q: input.q, vector: [], topK: input.topK, userTraits: input.userTraits });
+    },
+  };
+}
+
+/** The core's identity on the operator lane. */
+export const aiCoreCaller: GatewayCaller = { kind: "service", id: "ai-core", name: "ai-core" };
+
+/** A plugin through the gateway (allowlist, policy and audit apply), as `ai-core`. */
+export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
+  const call = (operation: string, payload: JsonObject, requestId: string) =>
+    gateway.call({
+      caller: aiCoreCaller,
+      callerPlugin: aiCoreCaller.name,
+      pluginId,
+      operation,
+      payload,
+      timeoutMs: undefined,
+      requestId,
+    });
+  return {
+    async index(doc, requestId) {
+      const reply = await call(
+        "rag_index",
+        {
+          document: {
+            id: doc.id,
+            title: doc.title,
+            path: doc.path,
+            required_traits: [...doc.requiredTraits],
+            classification: doc.classification,
+          },
+          chunks: doc.chunks.map((content, chunk_no) => ({ chunk_no, content })),
+        },
+        requestId,
+      );
+      return typeof reply.chunks === "number" ? reply.chunks : doc.chunks.length;
+    },
+    async query(input, requestId) {
+      const reply = await call(
+        "rag_query",
+        { q: input.q, top_k: input.topK, user_traits: [...input.userTraits] },
+        requestId,
+      );
+      if (!Array.isArray(reply.items)) throw badReply("items is not a list");
+      return reply.items.map(hitOf);
+    },
+  };
+}
+
+const badReply = (why: string) =>
+  new DomainError(
+    "internal",
+    "PLUGIN_BAD_REPLY",
+    `the RAG plugin's reply does not follow the contract: ${why}`,
+  );
+
+function hitOf(item: unknown): BackendHit {
+  if (item === null || typeof item !== "object" || Array.isArray(item))
+    throw badReply("an item is not an object");
+  const o = item as Record<string, unknown>;
+  const str = (k: string) => (typeof o[k] === "string" ? (o[k] as string) : "");
+  const traits = o.required_traits;
+  if (!Array.isArray(traits) || !traits.every((t) => typeof t === "string")) {
+    // Without its required traits the core cannot re-check an item: refuse the reply.
+    throw badReply("an item has no required_traits");
+  }
+  return {
+    id: str("id"),
+    docId: str("doc_id"),
+    chunkNo: typeof o.chunk_no === "number" ? o.chunk_no : 0,
+    title: str("title"),
+    path: str("path"),
+    content: str("content"),
+    score: typeof o.score === "number" ? o.score : 0,
+    requiredTraits: traits,
+    classification: str("classification"),
+  };
+}

@@ -1,0 +1,156 @@
+import { readdir, readFile, stat } from "node:fs/promises";
+import { join, relative, sep } from "node:path";
+import { parseArgs } from "node:util";
+
+/**
+ * `traitgate ingest <dir>`: sends the .md, .txt and .html files under a folder to a running
+ * core (`POST /api/rag/ingest`) in batches, with their required traits and classification,
+ * showing progress (files, chunks, chunks/s, ETA) on standard error. Paths are sent relative
+ * to the folder, never as this machine's absolute paths. The core skips unchanged files.
+ */
+
+export interface IngestCommandIo {
+  env: NodeJS.ProcessEnv;
+  /** Progress and messages. */
+  err: { write(text: string): unknown; isTTY?: boolean };
+  /** The summary (one JSON line). */
+  out: { write(text: string): unknown };
+  fetch?: typeof fetch;
+}
+
+const extensions = /\.(md|markdown|txt|html?)$/i;
+/** Files and bytes per request: well under the core's MAX_BODY_BYTES default of 1 MiB. */
+const batchFiles = 20;
+const batchBytes = 512 * 1024;
+
+/** The .md, .txt and .html files under `root`, in a stable order, skipping dot-files. */
+export async function filesUnder(root: string): Promise<string[]> {
+  const out: string[] = [];
+  const walk = async (dir: string) => {
+    const entries = await readdir(dir, { withFileTypes: true });
+    entries.sort((a, b) => a.name.localeCompare(b.name));
+    for (const entry of entries) {
+      if (entry.name.startsWith(".")) continue;
+      const full = join(dir, entry.name);
+      if (entry.isDirectory()) await walk(full);
+      else if (entry.isFile() && extensions.test(entry.name)) out.push(full);
+    }
+  };
+  await walk(root);
+  return out;
+}
+
+const usage =
+  "usage: traitgate ingest <dir> [--required-traits T,T] [--classification C] [--url URL]\n" +
+  "  the access token of a user whose roles include capability:ingest comes from TRAITGATE_TOKEN";
+
+/** Returns the exit code: 0 done, 1 a request failed, 2 bad usage. */
+export async function runIngestCommand(args: string[], io: IngestCommandIo): Promise<number> {
+  let parsed: ReturnType<typeof parseIngestArgs>;
+  try {
+    parsed = parseIngestArgs(args, io.env);
+  } catch (err) {
+    io.err.write(`traitgate ingest: ${(err as Error).message}\n${usage}\n`);
+    return 2;
+  }
+  const { root, requiredTraits, classification, url, token } = parsed;
+  if (!(await stat(root).catch(() => undefined))?.isDirectory()) {
+    io.err.write(`traitgate ingest: ${root} is not a folder\n`);
+    return 2;
+  }
+  const files = await filesUnder(root);
+  if (files.length === 0) {
+    io.err.write(`traitgate ingest: no .md, .txt or .html files under ${root}\n`);
+    return 2;
+  }
+  const doFetch = io.fetch ?? fetch;
+  const started = performance.now();
+  let done = 0;
+  let chunks = 0;
+  let skipped = 0;
+  const progress = (final = false) => {
+    const seconds = (performance.now() - started) / 1000;
+    const rate = seconds > 0 ? chunks / seconds : 0;
+    const eta = done > 0 ? (seconds / done) * (files.length - done) : 0;
+    const line =
+      `files ${done}/${files.length}  chunks ${chunks}  ${rate.toFixed(1)} chunks/s` +
+      `  skipped ${skipped}  ETA ${final ? "0" : eta.toFixed(0)} s`;
+    io.err.write(io.err.isTTY ? `\r${line}${final ? "\n" : ""}` : `${line}\n`);
+  };
+  let batch: { path: string; content: string }[] = [];
+  let bytes = 0;
+  const flush = async (): Promise<boolean> => {
+    if (batch.length === 0) return true;
+    const res = await doFetch(`${url}/api/rag/ingest`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+      body: JSON.stringify({
+        documents: batch.map((f) => ({
+          path: f.path,
+          content: f.content,
+          required_traits: requiredTraits,
+          classification,
+        })),
+      }),
+    }).catch((err: unknown) => err as Error);
+    if (res instanceof Error) {
+      io.err.write(`\ntraitgate ingest: ${url} cannot be reached (${res.message})\n`);
+      return false;
+    }
+    const body = (await res.json().catch(() => ({}))) as {
+      documents?: { chunks: number; skipped: boolean }[];
+      message?: string;
+    };
+    if (!res.ok) {
+      io.err.write(`\ntraitgate ingest: the core answered ${res.status}: ${body.message ?? ""}\n`);
+      return false;
+    }
+    for (const d of body.documents ?? []) {
+      done++;
+      if (d.skipped) skipped++;
+      else chunks += d.chunks;
+    }
+    batch = [];
+    bytes = 0;
+    progress();
+    return true;
+  };
+  for (const file of files) {
+    const content = await readFile(file, "utf8");
+    const path = relative(root, file).split(sep).join("/");
+    if (batch.length >= batchFiles || (bytes + content.length > batchBytes && batch.length > 0)) {
+      if (!(await flush())) return 1;
+    }
+    batch.push({ path, content });
+    bytes += content.length;
+  }
+  if (!(await flush())) return 1;
+  progress(true);
+  io.out.write(
+    `${JSON.stringify({ files: files.length, indexed: done - skipped, skipped, chunks })}\n`,
+  );
+  return 0;
+}
+
+function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: {
+      "required-traits": { type: "string", default: "" },
+      classification: { type: "string", default: "internal" },
+      url: { type: "string" },
+    },
+    strict: true,
+  });
+  const root = positionals[0];
+  if (root === undefined || positionals.length > 1) throw new Error("name one folder");
+  const token = env.TRAITGATE_TOKEN?.trim();
+  if (!token) throw new Error("set TRAITGATE_TOKEN to an access token (POST /auth/login)");
+  const url = (values.url ?? env.TRAITGATE_URL ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
+  const requiredTraits = values["required-traits"]
+    .split(",")
+    .map((t) => t.trim())
+    .filter((t) => t !== "");
+  return { root, requiredTraits, classification: values.classification, url, token };
+}

@@ -1,0 +1,266 @@
+import { createHash } from "node:crypto";
+import type { AuditWriter } from "../audit/index.js";
+import { invalidArgument, permissionDenied } from "../errors.js";
+import type { Logger } from "../log.js";
+import type { PolicyEngine } from "../policy/index.js";
+import type { BackendHit, RagBackend } from "./backend.js";
+import { type ChunkingOptions, chunkText, defaultChunking, textOf } from "./chunking.js";
+import type { IngestStore } from "./ingest-store.js";
+
+/**
+ * The core's retrieval: search over what the caller may read, and ingestion. The caller's
+ * traits are the closure of their roles in the policy's trait registry, never anything the
+ * request says; the backend filters by them in its query, and the core checks every item
+ * again (required traits, then the policy on its classification) before returning it.
+ * No transport types here.
+ */
+
+export interface SearchCaller {
+  /** "system": the demo setup ingesting the sample corpus. */
+  kind: "user" | "service" | "system";
+  id: string;
+  roles: readonly string[];
+}
+
+export interface SearchResultItem extends Omit<BackendHit, "requiredTraits"> {
+  /** The policy redacted the content for this caller. */
+  sanitized: boolean;
+}
+
+export interface IngestDocumentInput {
+  path: string;
+  title: string;
+  content: string;
+  requiredTraits: readonly string[];
+  classification: string;
+}
+
+export interface IngestedDocument {
+  path: string;
+  docId: string;
+  chunks: number;
+  skipped: boolean;
+}
+
+export interface Search {
+  search(
+    caller: SearchCaller,
+    input: { q: string; topK: number },
+    requestId: string,
+  ): Promise<SearchResultItem[]>;
+  ingest(
+    caller: SearchCaller,
+    documents: readonly IngestDocumentInput[],
+    requestId: string,
+  ): Promise<IngestedDocument[]>;
+}
+
+export interface SearchDeps {
+  /** The backend the settings choose now, and a key naming it (e.g. "plugin:rag"). */
+  backend: () => { key: string; backend: RagBackend };
+  policy: () => PolicyEngine;
+  ingested: IngestStore;
+  audit: Pick<AuditWriter, "write">;
+  log: Logger;
+  /** rag.top_k_default. */
+  topKDefault: () => number;
+  chunking?: ChunkingOptions;
+}
+
+export const searchContext = "SEARCH";
+export const ingestCapability = "capability:ingest";
+
+/** The traits a set of roles confers: `role:<r>` for each registered role, and all they imply. */
+export function traitsOfRoles(engine: PolicyEngine, roles: readonly string[]): Set<string> {
+  const { registry } = engine;
+  const closure = new Set<string>();
+  for (const role of roles) {
+    const id = registry.idOf(`role:${role}`);
+    if (id === undefined) continue;
+    const row = id * registry.words;
+    for (let w = 0; w < registry.words; w++) {
+      let bits = registry.closures[row + w] ?? 0;
+      while (bits !== 0) {
+        const low = bits & -bits;
+        const name = registry.names[w * 32 + 31 - Math.clz32(low)];
+        if (name !== undefined) closure.add(name);
+        bits ^= low;
+      }
+    }
+  }
+  return closure;
+}
+
+/** A relative path without `..`, a leading slash, a drive or backslashes. */
+function checkPath(path: string, index: number): string {
+  const field = `documents[${index}].path`;
+  if (
+    path.startsWith("/") ||
+    path.includes("\\") ||
+    /^[A-Za-z]:/.test(path) ||
+    path.split("/").some((s) => s === ".." || s === "." || s === "")
+  ) {
+    throw invalidArgument("INVALID_PATH", `${field} must be a relative path without . or ..`, {
+      field,
+    });
+  }
+  return path;
+}
+
+const docIdOf = (path: string) =>
+  `doc-${createHash("sha256").update(path).digest("hex").slice(0, 24)}`;
+
+export function createSearch(deps: SearchDeps): Search {
+  const { ingested, audit, log } = deps;
+  const chunking = deps.chunking ?? defaultChunking;
+
+  return {
+    async search(caller, input, requestId) {
+      const engine = deps.policy();
+      const traits = traitsOfRoles(engine, caller.roles);
+      const roleTraits = caller.roles
+        .map((r) => `role:${r}`)
+        .filter((t) => engine.registry.idOf(t) !== undefined);
+      const topK = input.topK > 0 ? input.topK : deps.topKDefault();
+      const { backend } = deps.backend();
+      const hits = await backend.query({ q: input.q, topK, userTraits: [...traits] }, requestId);
+      const verdicts = new Map<string, ReturnType<PolicyEngine["evaluate"]> | null>();
+      const verdictFor = (classification: string) => {
+        if (!verdicts.has(classification)) {
+          try {
+            verdicts.set(
+              classification,
+              engine.evaluate({
+                traits: roleTraits,
+                context: searchContext,
+                classifications: classification ? [classification] : [],
+              }),
+            );
+          } catch (err) {
+            // An unknown classification cannot be decided: the item is dropped (fail closed).
+            log.warn({ err, classification }, "search result dropped: policy could not decide");
+            verdicts.set(classification, null);
+          }
+        }
+        return verdicts.get(classification) ?? null;
+      };
+      const items: SearchResultItem[] = [];
+      let dropped = 0;
+      for (const hit of hits) {
+        // The backend's filter is not trusted alone.
+        if (!hit.requiredTraits.every((t) => traits.has(t))) {
+          dropped++;
+          continue;
+        }
+        const verdict = verdictFor(hit.classification);
+        if (verdict === null || verdict.decision === "deny") {
+          dropped++;
+          continue;
+        }
+        const { requiredTraits: _, ...item } = hit;
+        if (verdict.decision === "sanitize" && verdict.sanitize) {
+          const clean = engine.sanitize(
+            { title: hit.title, content: hit.content },
+            verdict.sanitize,
+          ).document as { title?: string; content?: string };
+          items.push({
+            ...item,
+            title: clean.title ?? "",
+            content: clean.content ?? "",
+            sanitized: true,
+          });
+        } else {
+          items.push({ ...item, sanitized: false });
+        }
+      }
+      if (dropped > 0 && hits.length > 0) {
+        log.warn({ dropped, returned: items.length }, "search: items dropped by the core's checks");
+      }
+      await audit.write({
+        actorType: caller.kind,
+        actorId: caller.kind === "system" ? null : caller.id,
+        action: "search",
+        target: null,
+        outcome: "success",
+        requestId,
+        // Never the query text: it may hold personal or health data.
+        details: {
+          top_k: topK,
+          results: items.length,
+          dropped,
+          sanitized: items.filter((i) => i.sanitized).length,
+        },
+      });
+      return items;
+    },
+
+    async ingest(caller, documents, requestId) {
+      const engine = deps.policy();
+      if (!traitsOfRoles(engine, caller.roles).has(ingestCapability)) {
+        throw permissionDenied("CAPABILITY", `ingestion needs a role with ${ingestCapability}`);
+      }
+      documents.forEach((doc, i) => {
+        checkPath(doc.path, i);
+        doc.requiredTraits.forEach((t, j) => {
+          engine.registry.resolve(t, `documents[${i}].required_traits[${j}]`);
+        });
+        if (engine.registry.idOf(`data_access:${doc.classification}`) === undefined) {
+          throw invalidArgument(
+            "UNKNOWN_CLASSIFICATION",
+            `documents[${i}].classification "${doc.classification}" is not a registered data class`,
+            { field: `documents[${i}].classification` },
+          );
+        }
+      });
+      const { key, backend } = deps.backend();
+      const results: IngestedDocument[] = [];
+      for (const doc of documents) {
+        const text = textOf(doc.path, doc.content);
+        const title = doc.title || doc.path.split("/").at(-1) || doc.path;
+        const docId = docIdOf(doc.path);
+        const requiredTraits = [...new Set(doc.requiredTraits)].sort();
+        const hash = createHash("sha256")
+          .update(JSON.stringify([doc.path, title, text, requiredTraits, doc.classification]))
+          .digest("hex");
+        const previous = await ingested.find(key, docId);
+        if (previous?.contentHash === hash) {
+          results.push({ path: doc.path, docId, chunks: previous.chunks, skipped: true });
+          continue;
+        }
+        const chunks = chunkText(text, chunking);
+        if (chunks.length === 0) {
+          throw invalidArgument("EMPTY_DOCUMENT", `${doc.path} has no text to index`, {
+            field: "documents.content",
+          });
+        }
+        const indexed = await backend.index(
+          {
+            id: docId,
+            title,
+            path: doc.path,
+            requiredTraits,
+            classification: doc.classification,
+            chunks,
+          },
+          requestId,
+        );
+        await ingested.record(key, { docId, path: doc.path, contentHash: hash, chunks: indexed });
+        results.push({ path: doc.path, docId, chunks: indexed, skipped: false });
+      }
+      await audit.write({
+        actorType: caller.kind,
+        actorId: caller.kind === "system" ? null : caller.id,
+        action: "rag_ingest",
+        target: key,
+        outcome: "success",
+        requestId,
+        details: {
+          documents: results.length,
+          indexed: results.filter((r) => !r.skipped).length,
+          chunks: results.reduce((n, r) => n + (r.skipped ? 0 : r.chunks), 0),
+        },
+      });
+      return results;
+    },
+  };
+}

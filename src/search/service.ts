@@ -1,0 +1,37 @@
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { SearchService } from "../../gen/traitgate/search/v1/search_pb.js";
+import { requestIdKey, staffPrincipal } from "../server/context.js";
+import type { Search, SearchCaller } from "./search.js";
+
+/** Thin Connect handlers: parse → call the domain → map the result. */
+export function createSearchService(search: Search): ServiceImpl<typeof SearchService> {
+  return {
+    async search(req, ctx) {
+      const items = await search.search(caller(ctx), { q: req.q, topK: req.topK }, requestId(ctx));
+      return { items };
+    },
+    async ingest(req, ctx) {
+      const documents = await search.ingest(
+        caller(ctx),
+        req.documents.map((d) => ({
+          path: d.path,
+          title: d.title,
+          content: d.content,
+          requiredTraits: d.requiredTraits,
+          classification: d.classification,
+        })),
+        requestId(ctx),
+      );
+      return { documents };
+    },
+  };
+}
+
+function caller(ctx: HandlerContext): SearchCaller {
+  const p = staffPrincipal(ctx.values);
+  return { kind: p.kind, id: p.userId, roles: p.roles };
+}
+
+const requestId = (ctx: HandlerContext) => ctx.values.get(requestIdKey);
+
+export { SearchService };

@@ -1,0 +1,122 @@
+import { describe, expect, it } from "vitest";
+import type { AuditEventInput } from "../../src/audit/index.js";
+import { DomainError, unavailable } from "../../src/errors.js";
+import { createPolicyDecisions, type DecisionCaller } from "../../src/policy/decisions.js";
+import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
+import type { LivePolicy } from "../../src/policy/live.js";
+
+/** The decision domain with a controllable audit writer: record first, answer after. */
+
+const engine = compilePolicy(defaultPolicy, createTraitRegistry());
+const live: LivePolicy = {
+  current: () => engine,
+  generation: () => 1,
+  refresh: async () => {},
+  install: () => {},
+  close: async () => {},
+};
+const service: DecisionCaller = { kind: "service", userId: "svc-1", roles: [] };
+const request = { traits: ["role:analyst"], context: "USER_ACTION", classifications: ["pii"] };
+
+describe("policy decisions and the audit log", () => {
+  it("answers only once the audit event is committed, with its decision id", async () => {
+    const written: AuditEventInput[] = [];
+    let commit: () => void = () => {};
+    const decisions = createPolicyDecisions({
+      live,
+      audit: {
+        write: (event) => {
+          written.push(event);
+          return new Promise((resolve) => {
+            commit = () => resolve({ id: "e", seq: "1", hash: "h" });
+          });
+        },
+      },
+    });
+    let answered = false;
+    const pending = decisions.evaluate(service, "req-1", request).then((a) => {
+      answered = true;
+      return a;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(written).toHaveLength(1);
+    expect(answered).toBe(false);
+    commit();
+    const answer = await pending;
+    expect(answer.decision).toBe("sanitize");
+    expect(written[0]?.details).toMatchObject({
+      decision_id: answer.decisionId,
+      decision: "sanitize",
+      reason_code: "RULE_SANITIZE",
+      matched_rules: ["data-confidential", "data-pii-sanitize"],
+      policy_version: engine.version,
+      traits: ["role:analyst"],
+      classifications: ["pii"],
+    });
+    expect(written[0]).toMatchObject({
+      actorType: "service",
+      actorId: "svc-1",
+      requestId: "req-1",
+    });
+  });
+
+  it("fails closed when the audit log cannot be written: no decision", async () => {
+    const decisions = createPolicyDecisions({
+      live,
+      audit: { write: () => Promise.reject(unavailable("AUDIT_UNAVAILABLE", "down")) },
+    });
+    for (const call of [
+      () => decisions.evaluate(service, undefined, request),
+      () => decisions.evaluateBatch(service, undefined, [request, request]),
+      () => decisions.explain(service, undefined, request),
+      () => decisions.sanitize(service, undefined, request, { name: "Ada" }),
+    ]) {
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(DomainError);
+      expect((err as DomainError).kind).toBe("unavailable");
+      expect((err as DomainError).reason).toBe("AUDIT_UNAVAILABLE");
+    }
+  });
+
+  it("never records the document a Sanitize call carries", async () => {
+    const written: AuditEventInput[] = [];
+    const decisions = createPolicyDecisions({
+      live,
+      audit: {
+        write: async (event) => {
+          written.push(event);
+          return { id: "e", seq: "1", hash: "h" };
+        },
+      },
+    });
+    const out = await decisions.sanitize(service, undefined, request, {
+      name: "Ada Lovelace",
+      note: "mail ada@example.org",
+    });
+    expect(out.document).toEqual({ note: "mail [REDACTED:EMAIL]" });
+    const text = JSON.stringify(written);
+    expect(text).not.toContain("Lovelace");
+    expect(text).not.toContain("ada@example.org");
+    expect(written[0]?.details).toMatchObject({ removed_fields: 1, redacted_patterns: 1 });
+  });
+
+  it("refuses a user deciding about another user unless admin or service", async () => {
+    const decisions = createPolicyDecisions({
+      live,
+      audit: { write: async () => ({ id: "e", seq: "1", hash: "h" }) },
+    });
+    const user: DecisionCaller = { kind: "user", userId: "u1", roles: ["viewer"] };
+    const err = await decisions.evaluate(user, undefined, { ...request, userId: "u2" }).then(
+      () => undefined,
+      (e: unknown) => e as DomainError,
+    );
+    expect(err?.reason).toBe("USER_MISMATCH");
+    const adminUser: DecisionCaller = { kind: "user", userId: "u1", roles: ["admin"] };
+    await expect(
+      decisions.evaluate(adminUser, undefined, { ...request, userId: "u2" }),
+    ).resolves.toMatchObject({ decision: "sanitize" });
+  });
+});

@@ -1,0 +1,185 @@
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/log.js";
+import { loadRagConfig } from "../../src/rag/config.js";
+import { type RagPlugin, startRagPlugin } from "../../src/rag/plugin.js";
+import { callJson } from "../support/http.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+
+/**
+ * The whole retrieval flow through the operator lane: the RAG plugin registered and
+ * allowlisted for ai-core, rag.backend = plugin, a folder ingested with the CLI, then search
+ * as users with different roles. Health data never reaches a user without HIPAA clearance.
+ */
+
+const cli = join(import.meta.dirname, "../../src/cli.ts");
+const password = "search-plugin-password";
+let server: TestServer;
+let plugin: RagPlugin;
+let dir: string;
+const tokens: Record<string, string> = {};
+
+function runCli(args: string[], env: NodeJS.ProcessEnv) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], {
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+    });
+    let stdout = "";
+    let stderr = "";
+    child.stdout.on("data", (c: Buffer) => {
+      stdout += c;
+    });
+    child.stderr.on("data", (c: Buffer) => {
+      stderr += c;
+    });
+    child.on("close", (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+function write(path: string, text: string) {
+  mkdirSync(join(dir, path, ".."), { recursive: true });
+  writeFileSync(join(dir, path), text);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "traitgate-search-"));
+  server = await startTestServer();
+  for (const [user, role] of [
+    ["root", "admin"],
+    ["vic", "viewer"],
+    ["dr-lee", "clinician"],
+  ] as const) {
+    await server.createUser(user, password, [role]);
+    tokens[user] = (await callJson(server.url, "/auth/login", { username: user, password })).body
+      .token as string;
+  }
+  const key = await server.createApiKey(["plugins:write", "operator:write", "settings:write"]);
+  const admin = (path: string, body: unknown, method = "POST") =>
+    callJson(server.url, path, body, {
+      token: tokens.root,
+      method,
+      headers: { "x-api-key": key },
+    });
+  // The core calls plugins as ai-core: a service account of that name makes it an allowlist caller.
+  await callJson(
+    server.url,
+    "/api/admin/service-accounts",
+    { name: "ai-core" },
+    {
+      token: tokens.root,
+    },
+  );
+  const endpoints = { rag_index: "/rag/index", rag_query: "/rag/query" };
+  const registered = await admin("/admin/plugins", {
+    id: "rag",
+    plugin_type: "retrieval",
+    traits: ["compliance:hipaa"],
+    endpoints,
+  });
+  expect(registered.status).toBe(200);
+  const coreSecret = (registered.body.credentials as { core_secret: string }).core_secret;
+  plugin = await startRagPlugin({
+    config: loadRagConfig({
+      CORE_SECRET: coreSecret,
+      PORT: "0",
+      HOST: "127.0.0.1",
+      DATA_DIR: join(dir, "plugin-data"),
+      EMBEDDING_DIM: "256",
+    }),
+    log: silentLogger,
+  });
+  expect(
+    (
+      await admin(
+        "/admin/plugins/rag",
+        {
+          plugin_type: "retrieval",
+          traits: ["compliance:hipaa"],
+          endpoints,
+          port: plugin.server.port,
+        },
+        "PUT",
+      )
+    ).status,
+  ).toBe(200);
+  expect(
+    (
+      await admin(
+        "/admin/operator/allowlist",
+        { caller: "ai-core", target: "rag", operations: ["rag_index", "rag_query"] },
+        "PUT",
+      )
+    ).status,
+  ).toBe(200);
+  const settings = await admin("/api/admin/settings", {
+    "rag.backend": "plugin",
+    "rag.plugin_id": "rag",
+  });
+  expect(settings.status).toBe(200);
+
+  write("corpus/public/hours.md", "Opening hours: the clinic opens at eight and closes at six.");
+  write("corpus/public/parking.txt", "Parking for visitors is behind the clinic, level two.");
+  write(
+    "corpus/clinical/sepsis.html",
+    "<html><body><h1>Sepsis</h1><p>Sepsis protocol at the clinic: lactate, cultures, antibiotics within one hour.</p></body></html>",
+  );
+  write("corpus/records/chart.md", "Chart for the clinic: diagnosis sepsis, lactate 4.1 mmol/L.");
+}, 120_000);
+
+afterAll(async () => {
+  await server?.close();
+  await plugin?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const search = (user: string, q: string) =>
+  callJson(server.url, "/api/search", { q, top_k: 10 }, { token: tokens[user] });
+const paths = (r: Awaited<ReturnType<typeof search>>) =>
+  (r.body.items as { path: string }[]).map((i) => i.path).sort();
+
+describe("retrieval through the operator lane", () => {
+  it("ingests folders with the CLI, each with its traits and classification", async () => {
+    const env = { TRAITGATE_URL: server.url, TRAITGATE_TOKEN: tokens.root };
+    const runs = [
+      ["corpus/public", "--classification", "public"],
+      ["corpus/clinical", "--classification", "internal", "--required-traits", "role:clinician"],
+      ["corpus/records", "--classification", "phi"],
+    ];
+    for (const [folder, ...flags] of runs) {
+      const result = await runCli(["ingest", join(dir, folder ?? ""), ...flags], env);
+      expect(result.stderr).toContain("files");
+      expect(result.code).toBe(0);
+    }
+    const again = await runCli(
+      ["ingest", join(dir, "corpus/public"), "--classification", "public"],
+      env,
+    );
+    expect(JSON.parse(again.stdout)).toMatchObject({ files: 2, skipped: 2, indexed: 0 });
+    // The plugin holds relative paths only, never this machine's folders.
+    const stats = await plugin.rag.stats();
+    expect(stats.documents).toBe(4);
+    const noToken = await runCli(["ingest", join(dir, "corpus/public")], {
+      TRAITGATE_URL: server.url,
+    });
+    expect(noToken.code).toBe(2);
+  }, 60_000);
+
+  it("answers users with different roles differently; health data only with clearance", async () => {
+    const viewer = await search("vic", "clinic sepsis lactate hours");
+    const clinician = await search("dr-lee", "clinic sepsis lactate hours");
+    expect(viewer.status).toBe(200);
+    expect(paths(viewer)).toEqual(["hours.md", "parking.txt"]);
+    expect(paths(clinician)).toEqual(["hours.md", "parking.txt", "sepsis.html"]);
+    // The chart (phi) was indexed (the plugin is in HIPAA scope) but no one here has
+    // compliance:hipaa: it comes back to nobody.
+    const all = JSON.stringify([viewer.body, clinician.body]);
+    expect(all).not.toContain("4.1 mmol");
+    const { rows } = await server.core.db.query<{ details: Record<string, unknown> }>(
+      "SELECT details FROM audit_events WHERE action = 'operator_call' AND details->>'operation' = 'rag_query'",
+    );
+    expect(rows.length).toBeGreaterThanOrEqual(2);
+  });
+});
