@@ -24,7 +24,11 @@ export {
   readAuditEvents,
 } from "./query.js";
 export { AuditService, createAuditQueryModule } from "./query-service.js";
-export { auditRefusedCalls } from "./refused-calls.js";
+export {
+  auditRefusedCalls,
+  createRefusalSampler,
+  type RefusalSampler,
+} from "./refused-calls.js";
 export { type AppendedEvent, auditChainLockKey } from "./store.js";
 export {
   type AuditChainReport,

@@ -17,6 +17,8 @@ export interface AuditWriterOptions {
   clock?: AuditClock;
   /** Most events committed in one transaction (default 512). */
   maxBatch?: number;
+  /** Most events waiting to be committed (default 50,000); more are refused at once. */
+  maxQueued?: number;
 }
 
 export interface AuditWriterStats {
@@ -27,6 +29,8 @@ export interface AuditWriterStats {
   /** Events committed. */
   events: number;
   largestBatch: number;
+  /** Writes refused because `maxQueued` events were already waiting. */
+  refusedQueueFull: number;
 }
 
 export interface AuditWriter {
@@ -51,6 +55,12 @@ interface Pending {
 export const defaultMaxBatch = 512;
 
 /**
+ * Events waiting beyond this are refused at once (AUDIT_UNAVAILABLE) rather than held in
+ * memory without bound while the database is slow: callers then fail closed.
+ */
+export const defaultMaxQueued = 50_000;
+
+/**
  * The audit log's writer, shared by every area: group commit. Events written while a batch
  * is being committed wait in a queue; the next transaction takes up to maxBatch of them,
  * chains them after the newest stored event under an advisory lock, and inserts them with
@@ -60,6 +70,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
   const { db, log } = options;
   const clock = options.clock ?? { now: () => Date.now() };
   const maxBatch = options.maxBatch ?? defaultMaxBatch;
+  const maxQueued = options.maxQueued ?? defaultMaxQueued;
   if (!Number.isInteger(maxBatch) || maxBatch < 1) {
     throw new Error("audit writer maxBatch must be a positive integer");
   }
@@ -68,6 +79,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     failedTransactions: 0,
     events: 0,
     largestBatch: 0,
+    refusedQueueFull: 0,
   };
   const queue: Pending[] = [];
   let draining: Promise<void> | undefined;
@@ -121,6 +133,14 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
         prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()));
       } catch (err) {
         return Promise.reject(err);
+      }
+      if (queue.length >= maxQueued) {
+        stats.refusedQueueFull++;
+        return Promise.reject(
+          unavailable("AUDIT_UNAVAILABLE", "the audit log is falling behind; try again shortly", {
+            retryAfterSeconds: 1,
+          }),
+        );
       }
       return new Promise<AppendedEvent>((resolve, reject) => {
         queue.push({ event: prepared, resolve, reject });

@@ -1,5 +1,5 @@
 import type { CallRequest } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
-import { type AuditWriter, auditRefusedCalls } from "../audit/index.js";
+import { type AuditWriter, auditRefusedCalls, createRefusalSampler } from "../audit/index.js";
 import { createSecretBox, type DataKeys } from "../crypto/secret-box.js";
 import { createStateCache } from "../identity/state-cache.js";
 import type { Clock } from "../identity/tokens.js";
@@ -150,6 +150,8 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
   });
   const feed = createOperatorCallFeed({ db: deps.db });
   const refusedAdmin = auditRefusedCalls(deps.audit);
+  // Anonymous refused calls are sampled per address (src/audit/refused-calls.ts).
+  const anonymousCalls = createRefusalSampler();
   const gatewayService = createGatewayService(gateway, feed);
   return {
     registry,
@@ -170,6 +172,10 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
           if (call.rpc !== `${GatewayService.typeName}/Call`) return refusedAdmin(call);
           // The request was not validated yet (authentication runs first): keep only
           // well-formed names, so an anonymous caller cannot write what it likes.
+          const sample = call.caller
+            ? { record: true, suppressed: 0 }
+            : anonymousCalls(call.clientAddress);
+          if (!sample.record) return;
           const req = (call.message ?? {}) as Partial<CallRequest>;
           const name = (v: unknown, pattern: RegExp) =>
             typeof v === "string" && pattern.test(v) ? v : "<invalid>";
@@ -188,6 +194,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
               reason: call.error.reason,
               latency_ms: 0,
               payload_bytes: 0,
+              ...(sample.suppressed > 0 ? { suppressed_before: sample.suppressed } : {}),
             },
           });
         },

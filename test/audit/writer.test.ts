@@ -59,8 +59,23 @@ describe.each(databaseTargets())("audit writer on $name", (target) => {
       failedTransactions: 0,
       events: 200,
       largestBatch: 50,
+      refusedQueueFull: 0,
     });
     expect(await verifyAuditChain(db)).toMatchObject({ ok: true, count: 200 });
+  });
+
+  it("refuses writes at once beyond maxQueued waiting events, and commits the rest", async () => {
+    const writer = createAuditWriter({ db, log: silentLogger, maxQueued: 10 });
+    const results = await Promise.allSettled(
+      Array.from({ length: 15 }, (_, i) => writer.write(sampleEvent(i))),
+    );
+    const refused = results.filter((r) => r.status === "rejected");
+    expect(refused.length).toBe(5);
+    expect((refused[0] as PromiseRejectedResult).reason).toMatchObject({
+      reason: "AUDIT_UNAVAILABLE",
+    });
+    expect(writer.stats()).toMatchObject({ events: 10, refusedQueueFull: 5 });
+    await writer.close();
   });
 
   it("chains across transactions and across writers on one database", async () => {
