@@ -210,7 +210,20 @@ function decisionDetails(request: EvaluationRequest, d: Decision, decisionId: st
     traits: request.traits,
     classifications: request.classifications ?? [],
     user_id: request.userId ?? "",
-    ...(request.resource ? { resource_attributes: Object.keys(request.resource) } : {}),
+    // The attribute names only (never values), and at most 64 of them with the count.
+    ...(request.resource ? resourceAttributes(request.resource) : {}),
     ...(d.errors ? { errors: d.errors } : {}),
   };
+}
+
+const maxRecordedAttributes = 64;
+
+function resourceAttributes(resource: Readonly<Record<string, unknown>>) {
+  const names = Object.keys(resource);
+  return names.length <= maxRecordedAttributes
+    ? { resource_attributes: names }
+    : {
+        resource_attributes: names.slice(0, maxRecordedAttributes),
+        resource_attribute_count: names.length,
+      };
 }

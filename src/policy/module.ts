@@ -27,7 +27,7 @@ export interface PolicyModuleDeps {
  * The policy area as other areas use it, in process. `current()` is the active compiled
  * engine (src/policy/engine.ts): evaluate, explain, sanitize without a network hop or an
  * audit record of its own (the caller records what it enforces). The gateway decides
- * `PLUGIN_CALL` interactions with it.
+ * `PLUGIN_INTERACTION` decisions with it.
  */
 export interface PolicyArea {
   /** The active compiled engine; replaced (never mutated) when a version is activated. */
@@ -38,19 +38,13 @@ export interface PolicyArea {
   close(): Promise<void>;
 }
 
-const decisionMethods = new Set([
-  "Evaluate",
-  "EvaluateBatch",
-  "Explain",
-  "ListUiFeatures",
-  "Sanitize",
-]);
+const decisionMethods = new Set(["Evaluate", "EvaluateBatch", "ListUiFeatures", "Sanitize"]);
 const writeMethods = new Set(["PutTrait", "DeleteTrait", "PutPolicy", "ActivatePolicy"]);
 
 /**
  * Wires the policy area: the shipped policy is activated on first start, the active version
  * is compiled and kept current across processes. Decisions need any authenticated user or
- * service account; administration needs an API key as well: reads the role admin or
+ * service account (Explain: the role admin, auditor or security_officer); administration needs an API key as well: reads the role admin or
  * auditor and `policy:read`, changes the role admin and `policy:write`.
  */
 export async function createPolicyModule(
@@ -70,8 +64,17 @@ export async function createPolicyModule(
   const anyCaller = requireAuth();
   const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [policyReadScope] });
   const write = requireAuth({ roles: ["admin"], apiKeyScopes: [policyWriteScope] });
+  // Explain shows every rule of the policy, why it did or did not match: the policy's
+  // readers (admins, auditors, security officers), not every signed-in user.
+  const explain = requireAuth({ roles: ["admin", "auditor", "security_officer"] });
   const rule = (name: string): AuthRule =>
-    decisionMethods.has(name) ? anyCaller : writeMethods.has(name) ? write : read;
+    name === "Explain"
+      ? explain
+      : decisionMethods.has(name)
+        ? anyCaller
+        : writeMethods.has(name)
+          ? write
+          : read;
   return {
     area: { current: () => live.current(), live, decisions, admin, close: () => live.close() },
     module: {

@@ -130,6 +130,10 @@ function hitOf(item: unknown): BackendHit {
     // Without its required traits the core cannot re-check an item: refuse the reply.
     throw badReply("an item has no required_traits");
   }
+  if (typeof o.classification !== "string" || o.classification === "") {
+    // Without it the core cannot apply its policy to the item.
+    throw badReply("an item has no classification");
+  }
   return {
     id: str("id"),
     docId: str("doc_id"),

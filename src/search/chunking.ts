@@ -22,30 +22,86 @@ const entities: Record<string, string> = {
   nbsp: " ",
 };
 
-/** The readable text of an HTML document: no scripts, styles or tags; block ends as paragraph breaks. */
+const blockTags = new Set([
+  "p",
+  "div",
+  "section",
+  "article",
+  "li",
+  "h1",
+  "h2",
+  "h3",
+  "h4",
+  "h5",
+  "h6",
+  "tr",
+  "table",
+  "blockquote",
+  "pre",
+  "br",
+]);
+const hiddenTags = new Set(["script", "style", "noscript", "template"]);
+
+/**
+ * The readable text of an HTML document: no scripts, styles, comments or tags; block
+ * ends as paragraph breaks; entities decoded. One pass with `indexOf` jumps, so the time is
+ * linear in the length whatever the input (an unclosed `<`, comment or script ends the
+ * scan instead of being searched for again from every position).
+ */
 export function htmlToText(html: string): string {
-  return html
-    .replace(/<(script|style|noscript|template)\b[\s\S]*?<\/\1\s*>/gi, " ")
-    .replace(/<!--[\s\S]*?-->/g, " ")
-    .replace(
-      /<\/(p|div|section|article|li|h[1-6]|tr|table|blockquote|pre)\s*>|<br\s*\/?>/gi,
-      "\n\n",
-    )
-    .replace(/<[^>]*>/g, " ")
-    .replace(/&(#x[0-9a-f]+|#\d+|[a-z]+);/gi, (whole, name: string) => {
-      if (name[0] === "#") {
+  const lower = html.toLowerCase();
+  const out: string[] = [];
+  let i = 0;
+  while (i < html.length) {
+    const lt = html.indexOf("<", i);
+    if (lt < 0) {
+      out.push(html.slice(i));
+      break;
+    }
+    out.push(html.slice(i, lt));
+    if (html.startsWith("<!--", lt)) {
+      const end = html.indexOf("-->", lt + 4);
+      if (end < 0) break; // an unclosed comment hides the rest
+      out.push(" ");
+      i = end + 3;
+      continue;
+    }
+    const gt = html.indexOf(">", lt + 1);
+    if (gt < 0) {
+      // No tag can close any more: the rest is text.
+      out.push(html.slice(lt));
+      break;
+    }
+    const name = /^\/?([a-z][a-z0-9]*)/.exec(lower.slice(lt + 1, Math.min(gt, lt + 16)))?.[1];
+    i = gt + 1;
+    if (name !== undefined && hiddenTags.has(name) && lower[lt + 1] !== "/") {
+      const close = lower.indexOf(`</${name}`, i);
+      if (close < 0) break; // an unclosed script hides the rest
+      const closeEnd = html.indexOf(">", close);
+      i = closeEnd < 0 ? html.length : closeEnd + 1;
+      out.push(" ");
+      continue;
+    }
+    const isBlockEnd =
+      name !== undefined && blockTags.has(name) && (lower[lt + 1] === "/" || name === "br");
+    out.push(isBlockEnd ? "\n\n" : " ");
+  }
+  return out
+    .join("")
+    .replace(/&(#x[0-9a-f]{1,6}|#\d{1,7}|[a-z]{1,10});/gi, (whole, entity: string) => {
+      if (entity[0] === "#") {
         const code =
-          name[1] === "x" || name[1] === "X"
-            ? Number.parseInt(name.slice(2), 16)
-            : Number(name.slice(1));
+          entity[1] === "x" || entity[1] === "X"
+            ? Number.parseInt(entity.slice(2), 16)
+            : Number(entity.slice(1));
         return Number.isFinite(code) && code > 0 && code <= 0x10ffff
           ? String.fromCodePoint(code)
           : " ";
       }
-      return entities[name.toLowerCase()] ?? whole;
+      return entities[entity.toLowerCase()] ?? whole;
     })
     .replace(/[ \t\f\v\r]+/g, " ")
-    .replace(/ *\n */g, "\n")
+    .replace(/ ?\n ?/g, "\n")
     .replace(/\n{3,}/g, "\n\n")
     .trim();
 }

@@ -41,7 +41,7 @@ export async function filesUnder(root: string): Promise<string[]> {
 }
 
 const usage =
-  "usage: traitgate ingest <dir> [--required-traits T,T] [--classification C] [--url URL]\n" +
+  "usage: traitgate ingest <dir> --required-traits T,T|none --classification C [--url URL]\n" +
   "  the access token of a user whose roles include capability:ingest comes from TRAITGATE_TOKEN";
 
 /** Returns the exit code: 0 done, 1 a request failed, 2 bad usage. */
@@ -137,8 +137,8 @@ function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
     args,
     allowPositionals: true,
     options: {
-      "required-traits": { type: "string", default: "" },
-      classification: { type: "string", default: "internal" },
+      "required-traits": { type: "string" },
+      classification: { type: "string" },
       url: { type: "string" },
     },
     strict: true,
@@ -148,9 +148,20 @@ function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
   const token = env.TRAITGATE_TOKEN?.trim();
   if (!token) throw new Error("set TRAITGATE_TOKEN to an access token (POST /auth/login)");
   const url = (values.url ?? env.TRAITGATE_URL ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
-  const requiredTraits = values["required-traits"]
-    .split(",")
-    .map((t) => t.trim())
-    .filter((t) => t !== "");
+  // Both are said explicitly: nothing is made readable by default.
+  const traits = values["required-traits"];
+  if (traits === undefined) {
+    throw new Error("say which traits a reader needs: --required-traits T,T (or none)");
+  }
+  if (values.classification === undefined) {
+    throw new Error("say how the documents are classified: --classification C (e.g. internal)");
+  }
+  const requiredTraits =
+    traits.trim() === "none"
+      ? []
+      : traits
+          .split(",")
+          .map((t) => t.trim())
+          .filter((t) => t !== "");
   return { root, requiredTraits, classification: values.classification, url, token };
 }

@@ -59,6 +59,8 @@ export function createSearchModule(deps: SearchModuleDeps): {
       },
       (err: unknown) => {
         log.error({ err }, "the built-in RAG store cannot be prepared");
+        // Not remembered: the next call tries again (the database may only have been down).
+        builtinStore = undefined;
         return unusable(
           "the built-in RAG store is not available on this database (pgvector?)",
           err,

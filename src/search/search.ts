@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import type { AuditWriter } from "../audit/index.js";
-import { invalidArgument, permissionDenied } from "../errors.js";
+import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
 import type { BackendHit, RagBackend } from "./backend.js";
@@ -123,7 +123,10 @@ export function createSearch(deps: SearchDeps): Search {
         .filter((t) => engine.registry.idOf(t) !== undefined);
       const topK = input.topK > 0 ? input.topK : deps.topKDefault();
       const { backend } = deps.backend();
-      const hits = await backend.query({ q: input.q, topK, userTraits: [...traits] }, requestId);
+      // A backend answering more than asked is cut, not trusted.
+      const hits = (
+        await backend.query({ q: input.q, topK, userTraits: [...traits] }, requestId)
+      ).slice(0, topK);
       const verdicts = new Map<string, ReturnType<PolicyEngine["evaluate"]> | null>();
       const verdictFor = (classification: string) => {
         if (!verdicts.has(classification)) {
@@ -158,7 +161,9 @@ export function createSearch(deps: SearchDeps): Search {
           continue;
         }
         const { requiredTraits: _, ...item } = hit;
-        if (verdict.decision === "sanitize" && verdict.sanitize) {
+        if (verdict.decision === "allow") {
+          items.push({ ...item, sanitized: false });
+        } else if (verdict.sanitize !== undefined) {
           const clean = engine.sanitize(
             { title: hit.title, content: hit.content },
             verdict.sanitize,
@@ -170,7 +175,7 @@ export function createSearch(deps: SearchDeps): Search {
             sanitized: true,
           });
         } else {
-          items.push({ ...item, sanitized: false });
+          dropped++; // a sanitize decision that names nothing to remove: fail closed
         }
       }
       if (dropped > 0 && hits.length > 0) {
@@ -213,53 +218,81 @@ export function createSearch(deps: SearchDeps): Search {
         }
       });
       const { key, backend } = deps.backend();
-      const results: IngestedDocument[] = [];
-      for (const doc of documents) {
+      // Every document is extracted and chunked before anything is written, so a bad one
+      // refuses the request without leaving the others half done.
+      const prepared = documents.map((doc, i) => {
         const text = textOf(doc.path, doc.content);
+        const chunks = chunkText(text, chunking);
+        if (chunks.length === 0) {
+          throw invalidArgument("EMPTY_DOCUMENT", `${doc.path} has no text to index`, {
+            field: `documents[${i}].content`,
+          });
+        }
         const title = doc.title || doc.path.split("/").at(-1) || doc.path;
-        const docId = docIdOf(doc.path);
         const requiredTraits = [...new Set(doc.requiredTraits)].sort();
         const hash = createHash("sha256")
           .update(JSON.stringify([doc.path, title, text, requiredTraits, doc.classification]))
           .digest("hex");
-        const previous = await ingested.find(key, docId);
-        if (previous?.contentHash === hash) {
-          results.push({ path: doc.path, docId, chunks: previous.chunks, skipped: true });
-          continue;
-        }
-        const chunks = chunkText(text, chunking);
-        if (chunks.length === 0) {
-          throw invalidArgument("EMPTY_DOCUMENT", `${doc.path} has no text to index`, {
-            field: "documents.content",
+        return { doc, docId: docIdOf(doc.path), title, requiredTraits, chunks, hash };
+      });
+      const results: IngestedDocument[] = [];
+      let failure: unknown;
+      try {
+        for (const p of prepared) {
+          const previous = await ingested.find(key, p.docId);
+          if (previous?.contentHash === p.hash) {
+            results.push({
+              path: p.doc.path,
+              docId: p.docId,
+              chunks: previous.chunks,
+              skipped: true,
+            });
+            continue;
+          }
+          const indexed = await backend.index(
+            {
+              id: p.docId,
+              title: p.title,
+              path: p.doc.path,
+              requiredTraits: p.requiredTraits,
+              classification: p.doc.classification,
+              chunks: p.chunks,
+            },
+            requestId,
+          );
+          await ingested.record(key, {
+            docId: p.docId,
+            path: p.doc.path,
+            contentHash: p.hash,
+            chunks: indexed,
           });
+          results.push({ path: p.doc.path, docId: p.docId, chunks: indexed, skipped: false });
         }
-        const indexed = await backend.index(
-          {
-            id: docId,
-            title,
-            path: doc.path,
-            requiredTraits,
-            classification: doc.classification,
-            chunks,
-          },
-          requestId,
-        );
-        await ingested.record(key, { docId, path: doc.path, contentHash: hash, chunks: indexed });
-        results.push({ path: doc.path, docId, chunks: indexed, skipped: false });
+      } catch (err) {
+        failure = err;
       }
+      // What was indexed is audited even when a later document failed (and so not answered).
       await audit.write({
         actorType: caller.kind,
         actorId: caller.kind === "system" ? null : caller.id,
         action: "rag_ingest",
         target: key,
-        outcome: "success",
+        outcome: failure === undefined ? "success" : "failure",
         requestId,
         details: {
           documents: results.length,
           indexed: results.filter((r) => !r.skipped).length,
           chunks: results.reduce((n, r) => n + (r.skipped ? 0 : r.chunks), 0),
+          ...(failure === undefined
+            ? {}
+            : {
+                // Its position, not its path: paths may name people.
+                failed_index: results.length,
+                reason: failure instanceof DomainError ? failure.reason : "INTERNAL",
+              }),
         },
       });
+      if (failure !== undefined) throw failure;
       return results;
     },
   };

@@ -92,6 +92,17 @@ export function toConnectError(err: unknown, log: Logger): ConnectError {
     err.details.unshift(errorInfo(reasonOfCode[err.code] ?? "ERROR", {}));
     return err;
   }
+  const sqlState = (err as { code?: unknown } | null)?.code;
+  if (sqlState === "22021" || sqlState === "22P05") {
+    // PostgreSQL refused text it cannot store (a NUL character, invalid Unicode): the
+    // request's fault, not ours. Which field is not known here; the message says what.
+    return new ConnectError(
+      "a text field holds a NUL character or invalid Unicode",
+      Code.InvalidArgument,
+      undefined,
+      [errorInfo("INVALID_TEXT", {})],
+    );
+  }
   log.error({ err }, "unhandled error");
   return new ConnectError("internal error", Code.Internal, undefined, [errorInfo("INTERNAL", {})]);
 }

@@ -279,6 +279,14 @@ describe("Explain, ListUiFeatures, Sanitize", () => {
     expect(viewer.via.at(-1)).toBe("role:viewer");
   });
 
+  it("keeps Explain (the whole policy's reasoning) from callers who may not read the policy", async () => {
+    const reply = await call("POST", "/api/policy/explain", {
+      token: viewerToken,
+      body: { traits: ["role:viewer"], context: "USER_ACTION", classifications: ["internal"] },
+    });
+    expect(reply.status).toBe(403);
+  });
+
   it("lists the UI features of a role", async () => {
     const reply = await call("POST", "/api/policy/ui-features", {
       token: viewerToken,

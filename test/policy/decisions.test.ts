@@ -60,6 +60,23 @@ describe("policy decisions and the audit log", () => {
     });
   });
 
+  it("records at most 64 resource attribute names, with their count", async () => {
+    const written: AuditEventInput[] = [];
+    const decisions = createPolicyDecisions({
+      live,
+      audit: {
+        write: async (event) => {
+          written.push(event);
+          return { id: "e", seq: "1", hash: "h" };
+        },
+      },
+    });
+    const resource = Object.fromEntries(Array.from({ length: 1000 }, (_, i) => [`a${i}`, i]));
+    await decisions.evaluate(service, "req-many", { ...request, resource });
+    expect(written[0]?.details?.resource_attributes).toHaveLength(64);
+    expect(written[0]?.details?.resource_attribute_count).toBe(1000);
+  });
+
   it("fails closed when the audit log cannot be written: no decision", async () => {
     const decisions = createPolicyDecisions({
       live,

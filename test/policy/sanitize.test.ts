@@ -48,6 +48,20 @@ describe("pattern redaction", () => {
     expect(redactText("nothing here", all).counts).toBeUndefined();
   });
 
+  it("scans adversarial text in linear time (no catastrophic backtracking)", () => {
+    // A megabyte of what every pattern's prefix accepts but no pattern completes. With the
+    // earlier e-mail pattern this alone took minutes; the test's timeout would fail it.
+    const inputs = [
+      "a.".repeat(500_000),
+      "1-".repeat(500_000),
+      "+1 ".repeat(300_000),
+      `${"x".repeat(1_000_000)}@`,
+      "MRN ".repeat(250_000),
+    ];
+    for (const input of inputs) expect(redact(input).length).toBe(input.length);
+    expect(redact(`${"a".repeat(64)}@example.org`)).toBe("[REDACTED:EMAIL]");
+  });
+
   it("checks card numbers with Luhn", () => {
     expect(luhnValid("4111111111111111")).toBe(true);
     expect(luhnValid("79927398713")).toBe(true);

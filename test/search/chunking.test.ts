@@ -11,6 +11,16 @@ describe("text extraction", () => {
     expect(text).not.toMatch(/alert|color|hidden|</);
   });
 
+  it("scans adversarial HTML in one pass: unclosed tags, comments and scripts", () => {
+    // Each of these took seconds to minutes with per-position regular expressions; the
+    // test's timeout would fail them.
+    expect(htmlToText("<".repeat(1_000_000)).length).toBe(1_000_000);
+    expect(htmlToText(`intro<!--${"a".repeat(1_000_000)}`)).toBe("intro");
+    expect(htmlToText(`intro<script>${"x<".repeat(500_000)}`)).toBe("intro");
+    expect(htmlToText("<a".repeat(300_000)).startsWith("<a<a")).toBe(true);
+    expect(htmlToText("a < b but c")).toBe("a < b but c");
+  });
+
   it("extracts by extension and normalises line ends otherwise", () => {
     expect(textOf("a/b.HTML", "<p>x</p>")).toBe("x");
     expect(textOf("a/b.md", "# T\r\n\r\nbody\r\n")).toBe("# T\n\nbody");

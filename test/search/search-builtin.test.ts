@@ -151,6 +151,34 @@ describe("search with the built-in store", () => {
     expect(JSON.stringify(badTrait.body)).toContain("required_traits");
   });
 
+  it("refuses a request with a document without text before indexing any of it", async () => {
+    const good = {
+      path: "batch/good.md",
+      content: "Unique wording zebra quartz for this batch.",
+      required_traits: [],
+      classification: "public",
+    };
+    const empty = { ...good, path: "batch/empty.html", content: "<script>only()</script>" };
+    const res = await callJson(
+      server.url,
+      "/api/rag/ingest",
+      { documents: [good, empty] },
+      { token: tokens.root },
+    );
+    expect([res.status, res.reason]).toEqual([400, "EMPTY_DOCUMENT"]);
+    expect(JSON.stringify(res.body)).toContain("documents[1].content");
+    const again = await callJson(
+      server.url,
+      "/api/rag/ingest",
+      { documents: [good] },
+      {
+        token: tokens.root,
+      },
+    );
+    // Not skipped: the refused request had indexed nothing.
+    expect((again.body.documents as { skipped: boolean }[])[0]?.skipped).toBe(false);
+  });
+
   it("needs a token, and never logs the query or the documents", async () => {
     expect((await callJson(server.url, "/api/search", { q: "x" })).status).toBe(401);
     const logs = server.logs.join("\n");

@@ -144,27 +144,31 @@ describe("retrieval through the operator lane", () => {
   it("ingests folders with the CLI, each with its traits and classification", async () => {
     const env = { TRAITGATE_URL: server.url, TRAITGATE_TOKEN: tokens.root };
     const runs = [
-      ["corpus/public", "--classification", "public"],
+      ["corpus/public", "--classification", "public", "--required-traits", "none"],
       ["corpus/clinical", "--classification", "internal", "--required-traits", "role:clinician"],
-      ["corpus/records", "--classification", "phi"],
+      ["corpus/records", "--classification", "phi", "--required-traits", "none"],
     ];
     for (const [folder, ...flags] of runs) {
       const result = await runCli(["ingest", join(dir, folder ?? ""), ...flags], env);
       expect(result.stderr).toContain("files");
       expect(result.code).toBe(0);
     }
-    const again = await runCli(
-      ["ingest", join(dir, "corpus/public"), "--classification", "public"],
-      env,
-    );
+    const publicFlags = ["--classification", "public", "--required-traits", "none"];
+    const again = await runCli(["ingest", join(dir, "corpus/public"), ...publicFlags], env);
     expect(JSON.parse(again.stdout)).toMatchObject({ files: 2, skipped: 2, indexed: 0 });
     // The plugin holds relative paths only, never this machine's folders.
     const stats = await plugin.rag.stats();
     expect(stats.documents).toBe(4);
-    const noToken = await runCli(["ingest", join(dir, "corpus/public")], {
+    const noToken = await runCli(["ingest", join(dir, "corpus/public"), ...publicFlags], {
       TRAITGATE_URL: server.url,
     });
     expect(noToken.code).toBe(2);
+    // Readers' traits are never left open by default.
+    const noTraits = await runCli(
+      ["ingest", join(dir, "corpus/public"), "--classification", "public"],
+      env,
+    );
+    expect([noTraits.code, noTraits.stderr.includes("--required-traits")]).toEqual([2, true]);
   }, 60_000);
 
   it("answers users with different roles differently; health data only with clearance", async () => {
