@@ -6,38 +6,58 @@ export interface IngestRecord {
   path: string;
   contentHash: string;
   chunks: number;
+  requiredTraits: string[];
+  classification: string;
 }
 
 export interface IngestStore {
   find(backend: string, docId: string): Promise<IngestRecord | undefined>;
+  /** The records of these documents in this backend, by document id (unknown ids absent). */
+  findMany(backend: string, docIds: readonly string[]): Promise<Map<string, IngestRecord>>;
   record(backend: string, record: IngestRecord): Promise<void>;
 }
 
+interface Row {
+  doc_id: string;
+  path: string;
+  content_hash: string;
+  chunks: number;
+  required_traits: string[];
+  classification: string;
+}
+
+const toRecord = (row: Row): IngestRecord => ({
+  docId: row.doc_id,
+  path: row.path,
+  contentHash: row.content_hash,
+  chunks: row.chunks,
+  requiredTraits: row.required_traits,
+  classification: row.classification,
+});
+
 export function createIngestStore(db: Queryable): IngestStore {
+  const findMany: IngestStore["findMany"] = async (backend, docIds) => {
+    if (docIds.length === 0) return new Map();
+    const { rows } = await db.query<Row>(
+      `SELECT doc_id, path, content_hash, chunks, required_traits, classification
+         FROM ingested_documents WHERE backend = $1 AND doc_id = ANY($2::text[])`,
+      [backend, [...docIds]],
+    );
+    return new Map(rows.map((row) => [row.doc_id, toRecord(row)]));
+  };
   return {
-    async find(backend, docId) {
-      const { rows } = await db.query<{
-        doc_id: string;
-        path: string;
-        content_hash: string;
-        chunks: number;
-      }>(
-        "SELECT doc_id, path, content_hash, chunks FROM ingested_documents WHERE backend = $1 AND doc_id = $2",
-        [backend, docId],
-      );
-      const row = rows[0];
-      return row
-        ? { docId: row.doc_id, path: row.path, contentHash: row.content_hash, chunks: row.chunks }
-        : undefined;
-    },
+    find: async (backend, docId) => (await findMany(backend, [docId])).get(docId),
+    findMany,
     async record(backend, r) {
       await db.query(
-        `INSERT INTO ingested_documents (backend, doc_id, path, content_hash, chunks)
-         VALUES ($1, $2, $3, $4, $5)
+        `INSERT INTO ingested_documents
+           (backend, doc_id, path, content_hash, chunks, required_traits, classification)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT (backend, doc_id) DO UPDATE
            SET path = EXCLUDED.path, content_hash = EXCLUDED.content_hash,
-               chunks = EXCLUDED.chunks, ingested_at = now()`,
-        [backend, r.docId, r.path, r.contentHash, r.chunks],
+               chunks = EXCLUDED.chunks, required_traits = EXCLUDED.required_traits,
+               classification = EXCLUDED.classification, ingested_at = now()`,
+        [backend, r.docId, r.path, r.contentHash, r.chunks, r.requiredTraits, r.classification],
       );
     },
   };

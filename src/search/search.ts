@@ -122,7 +122,7 @@ export function createSearch(deps: SearchDeps): Search {
         .map((r) => `role:${r}`)
         .filter((t) => engine.registry.idOf(t) !== undefined);
       const topK = input.topK > 0 ? input.topK : deps.topKDefault();
-      const { backend } = deps.backend();
+      const { key, backend } = deps.backend();
       // A backend answering more than asked is cut, not trusted.
       const hits = (
         await backend.query({ q: input.q, topK, userTraits: [...traits] }, requestId)
@@ -147,20 +147,29 @@ export function createSearch(deps: SearchDeps): Search {
         }
         return verdicts.get(classification) ?? null;
       };
+      // The backend's filter is not trusted alone, nor what it says of its documents: each
+      // hit is checked against the core's own record of the document it ingested.
+      const known = await ingested.findMany(key, [...new Set(hits.map((h) => h.docId))]);
       const items: SearchResultItem[] = [];
       let dropped = 0;
       for (const hit of hits) {
-        // The backend's filter is not trusted alone.
-        if (!hit.requiredTraits.every((t) => traits.has(t))) {
+        const record = known.get(hit.docId);
+        if (
+          record === undefined ||
+          !record.requiredTraits.every((t) => traits.has(t)) ||
+          !hit.requiredTraits.every((t) => traits.has(t))
+        ) {
           dropped++;
           continue;
         }
-        const verdict = verdictFor(hit.classification);
+        const verdict = verdictFor(record.classification);
         if (verdict === null || verdict.decision === "deny") {
           dropped++;
           continue;
         }
-        const { requiredTraits: _, ...item } = hit;
+        // Shown with the classification the core gave it at ingestion.
+        const { requiredTraits: _, ...rest } = hit;
+        const item = { ...rest, classification: record.classification };
         if (verdict.decision === "allow") {
           items.push({ ...item, sanitized: false });
         } else if (verdict.sanitize !== undefined) {
@@ -240,7 +249,9 @@ export function createSearch(deps: SearchDeps): Search {
       try {
         for (const p of prepared) {
           const previous = await ingested.find(key, p.docId);
-          if (previous?.contentHash === p.hash) {
+          // Records from before the core kept traits and classification (classification "")
+          // are indexed again, so that search can check results against them.
+          if (previous?.contentHash === p.hash && previous.classification !== "") {
             results.push({
               path: p.doc.path,
               docId: p.docId,
@@ -265,6 +276,8 @@ export function createSearch(deps: SearchDeps): Search {
             path: p.doc.path,
             contentHash: p.hash,
             chunks: indexed,
+            requiredTraits: p.requiredTraits,
+            classification: p.doc.classification,
           });
           results.push({ path: p.doc.path, docId: p.docId, chunks: indexed, skipped: false });
         }

@@ -1,0 +1,99 @@
+import { describe, expect, it } from "vitest";
+import { silentLogger } from "../../src/log.js";
+import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
+import type { BackendHit, RagBackend } from "../../src/search/backend.js";
+import type { IngestRecord, IngestStore } from "../../src/search/ingest-store.js";
+import { createSearch, traitsOfRoles } from "../../src/search/search.js";
+
+/** The core's checks on a backend's answer, with the backend and the ingest records faked. */
+
+const engine = compilePolicy(defaultPolicy, createTraitRegistry());
+
+const hit = (docId: string, extra: Partial<BackendHit> = {}): BackendHit => ({
+  id: `${docId}:0`,
+  docId,
+  chunkNo: 0,
+  title: docId,
+  path: `${docId}.md`,
+  content: `text of ${docId}`,
+  score: 0.5,
+  requiredTraits: [],
+  classification: "public",
+  ...extra,
+});
+
+function setup(hits: BackendHit[], records: Record<string, Partial<IngestRecord>>) {
+  const backend: RagBackend = {
+    index: async () => 0,
+    query: async () => hits,
+  };
+  const ingested: IngestStore = {
+    find: async () => undefined,
+    findMany: async (_backend, ids) =>
+      new Map(
+        ids
+          .filter((id) => records[id] !== undefined)
+          .map((id) => [
+            id,
+            {
+              docId: id,
+              path: `${id}.md`,
+              contentHash: "h",
+              chunks: 1,
+              requiredTraits: [],
+              classification: "public",
+              ...records[id],
+            },
+          ]),
+      ),
+    record: async () => undefined,
+  };
+  return createSearch({
+    backend: () => ({ key: "plugin:rag", backend }),
+    policy: () => engine,
+    ingested,
+    audit: { write: async () => ({ id: "e", seq: "1", hash: "h" }) },
+    log: silentLogger,
+    topKDefault: () => 5,
+  });
+}
+
+const viewer = { kind: "user" as const, id: "u1", roles: ["viewer"] };
+
+describe("search checks what the backend answers", () => {
+  it("uses the core's record of each document, not the backend's word", async () => {
+    const search = setup(
+      [
+        // The backend says public; the core ingested it as phi: the viewer must not see it.
+        hit("lied-classification", { classification: "public" }),
+        // The backend says nothing is required; the core ingested it for clinicians.
+        hit("lied-traits", { requiredTraits: [] }),
+        // Never ingested by the core.
+        hit("unknown"),
+        hit("honest"),
+      ],
+      {
+        "lied-classification": { classification: "phi" },
+        "lied-traits": { requiredTraits: ["role:clinician"] },
+        honest: {},
+      },
+    );
+    const items = await search.search(viewer, { q: "x", topK: 10 }, "r1");
+    expect(items.map((i) => i.docId)).toEqual(["honest"]);
+  });
+
+  it("cuts an answer longer than top_k", async () => {
+    const hits = Array.from({ length: 10 }, (_, i) => hit(`d${i}`));
+    const records = Object.fromEntries(hits.map((h) => [h.docId, {}]));
+    const items = await setup(hits, records).search(viewer, { q: "x", topK: 3 }, "r2");
+    expect(items).toHaveLength(3);
+  });
+
+  it("derives the caller's traits from roles through the registry", () => {
+    const traits = traitsOfRoles(engine, ["clinician", "no-such-role"]);
+    expect(traits.has("role:clinician")).toBe(true);
+    expect(traits.has("role:viewer")).toBe(true);
+    expect(traits.has("security:pii_clearance")).toBe(true);
+    expect([...traits].some((t) => t.includes("no-such-role"))).toBe(false);
+  });
+});
