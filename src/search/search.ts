@@ -91,6 +91,28 @@ export function traitsOfRoles(engine: PolicyEngine, roles: readonly string[]): S
   return closure;
 }
 
+/**
+ * `data_access:<class>` for every registered data class that the policy does not deny to
+ * these role traits in context SEARCH. A class the policy cannot decide on is left out.
+ */
+function visibleClasses(engine: PolicyEngine, roleTraits: readonly string[]): string[] {
+  const visible: string[] = [];
+  for (const trait of engine.registry.inCategory("data_access")) {
+    const dataClass = trait.slice("data_access:".length);
+    try {
+      const decision = engine.evaluate({
+        traits: roleTraits,
+        context: searchContext,
+        classifications: [dataClass],
+      });
+      if (decision.decision !== "deny") visible.push(trait);
+    } catch {
+      // not decidable: not visible
+    }
+  }
+  return visible;
+}
+
 /** A relative path without `..`, a leading slash, a drive or backslashes. */
 function checkPath(path: string, index: number): string {
   const field = `documents[${index}].path`;
@@ -123,9 +145,13 @@ export function createSearch(deps: SearchDeps): Search {
         .filter((t) => engine.registry.idOf(t) !== undefined);
       const topK = input.topK > 0 ? input.topK : deps.topKDefault();
       const { key, backend } = deps.backend();
+      // The data classes the policy lets this caller see (allowed or sanitized) join the
+      // traits the backend filters by; see ingest.
+      const visible = [...traits, ...visibleClasses(engine, roleTraits)];
+      const allowed = new Set(visible);
       // A backend answering more than asked is cut, not trusted.
       const hits = (
-        await backend.query({ q: input.q, topK, userTraits: [...traits] }, requestId)
+        await backend.query({ q: input.q, topK, userTraits: visible }, requestId)
       ).slice(0, topK);
       const verdicts = new Map<string, ReturnType<PolicyEngine["evaluate"]> | null>();
       const verdictFor = (classification: string) => {
@@ -156,8 +182,8 @@ export function createSearch(deps: SearchDeps): Search {
         const record = known.get(hit.docId);
         if (
           record === undefined ||
-          !record.requiredTraits.every((t) => traits.has(t)) ||
-          !hit.requiredTraits.every((t) => traits.has(t))
+          !record.requiredTraits.every((t) => allowed.has(t)) ||
+          !hit.requiredTraits.every((t) => allowed.has(t))
         ) {
           dropped++;
           continue;
@@ -238,9 +264,16 @@ export function createSearch(deps: SearchDeps): Search {
           });
         }
         const title = doc.title || doc.path.split("/").at(-1) || doc.path;
-        const requiredTraits = [...new Set(doc.requiredTraits)].sort();
+        // The document's data class is a required trait too (`data_access:<class>`): search
+        // then hands the backend only the classes the caller's policy does not deny, so the
+        // backend's filter — inside its query, before its LIMIT — keeps them out, and a denied
+        // nearest document cannot crowd out allowed ones.
+        const requiredTraits = [
+          ...new Set([...doc.requiredTraits, `data_access:${doc.classification}`]),
+        ].sort();
         const hash = createHash("sha256")
-          .update(JSON.stringify([doc.path, title, text, requiredTraits, doc.classification]))
+          // "v2": documents indexed before the class trait was added are indexed again.
+          .update(JSON.stringify(["v2", doc.path, title, text, requiredTraits, doc.classification]))
           .digest("hex");
         return { doc, docId: docIdOf(doc.path), title, requiredTraits, chunks, hash };
       });

@@ -93,6 +93,15 @@ describe("search with the built-in store", () => {
     expect(paths(clinician)).toEqual(["clinical/sepsis.md", "contacts/pat.md", "public/hours.md"]);
   });
 
+  it("fills top_k with allowed documents when a denied one is the nearest", async () => {
+    // The chart (phi) matches best, but no one here may see health data: it is kept out
+    // inside the store's query, so the clinician still gets one result, not none.
+    const res = await search("dr-lee", "Chart diagnosis of sepsis lactate 4.1 clinic admission", 1);
+    expect((res.body.items as { path: string }[]).map((i) => i.path)).toEqual([
+      "clinical/sepsis.md",
+    ]);
+  });
+
   it("redacts personal data for an analyst without PII clearance, not for a clinician", async () => {
     const pick = async (user: string) =>
       (
