@@ -43,12 +43,37 @@ export async function runPolicyTestCommand(
     else return usage(io, `unexpected argument ${arg}`);
   }
   if (files.cases === undefined) return usage(io, "name the cases file");
-  const readJson = async (path: string) => JSON.parse(await readFile(path, "utf8")) as unknown;
-  const cases = (await readJson(files.cases)) as PolicyCase[];
-  if (!Array.isArray(cases)) return usage(io, `${files.cases} is not a JSON array of cases`);
-  const document = files.policy ? await readJson(files.policy) : defaultPolicy;
-  const traits = files.traits ? ((await readJson(files.traits)) as TraitDefinition[]) : [];
-  const registry = createTraitRegistry(traits);
+  // Unreadable files, bad JSON and a bad trait registry are the user's input: exit 2 with
+  // what is wrong, never a stack trace.
+  const readJson = async (path: string): Promise<unknown> => {
+    try {
+      return JSON.parse(await readFile(path, "utf8")) as unknown;
+    } catch (err) {
+      throw new InputError(`${path}: ${(err as Error).message}`);
+    }
+  };
+  let cases: PolicyCase[];
+  let document: unknown;
+  let registry: ReturnType<typeof createTraitRegistry>;
+  try {
+    cases = (await readJson(files.cases)) as PolicyCase[];
+    if (!Array.isArray(cases)) return usage(io, `${files.cases} is not a JSON array of cases`);
+    const bad = cases.findIndex(
+      (c) =>
+        c === null ||
+        typeof c !== "object" ||
+        typeof c.request !== "object" ||
+        typeof c.want !== "object",
+    );
+    if (bad >= 0)
+      return usage(io, `${files.cases}: case ${bad + 1} needs "request" and "want" objects`);
+    document = files.policy ? await readJson(files.policy) : defaultPolicy;
+    const traits = files.traits ? ((await readJson(files.traits)) as TraitDefinition[]) : [];
+    registry = createTraitRegistry(traits);
+  } catch (err) {
+    if (err instanceof InputError || err instanceof DomainError) return usage(io, err.message);
+    throw err;
+  }
   const issues = validatePolicy(document, registry);
   if (issues.length > 0) {
     for (const issue of issues)
@@ -98,3 +123,6 @@ function usage(io: PolicyTestIo, message: string): number {
   );
   return 2;
 }
+
+/** A problem with the files the user named. */
+class InputError extends Error {}

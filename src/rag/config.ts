@@ -117,6 +117,15 @@ export function loadRagConfig(env: NodeJS.ProcessEnv): RagConfig {
   let embeddings: HttpEmbedderConfig | undefined;
   if (url) {
     if (!/^https?:\/\//.test(url)) problems.push("EMBEDDINGS_URL must be an http(s):// URL");
+    // The API key must not travel in clear, except to this machine.
+    const plainRemote =
+      /^http:\/\//.test(url) &&
+      !/^http:\/\/(localhost|127\.\d+\.\d+\.\d+|\[::1\])(:\d+)?(\/|$)/.test(url);
+    if (plainRemote && env.EMBEDDINGS_API_KEY?.trim()) {
+      problems.push(
+        "EMBEDDINGS_URL must be https:// when EMBEDDINGS_API_KEY is set (or a loopback address)",
+      );
+    }
     const model = env.EMBEDDINGS_MODEL?.trim() ?? "";
     if (model === "") problems.push("EMBEDDINGS_MODEL must be set with EMBEDDINGS_URL");
     const send = env.EMBEDDINGS_SEND_DIMENSIONS?.trim().toLowerCase() ?? "";

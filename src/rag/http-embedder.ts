@@ -34,6 +34,8 @@ const unavailable = (message: string, cause?: unknown) =>
  */
 export function createHttpEmbedder(options: HttpEmbedderOptions): Embedder {
   const { model, apiKey, dimension, log, batchSize, maxRetries, timeoutMs } = options;
+  /** A batch's reply: its vectors as JSON numbers (≤ 32 characters each) plus room. */
+  const maxReplyBytes = 64 * 1024 + batchSize * dimension * 32;
   const endpoint = /\/embeddings\/?$/.test(options.url)
     ? options.url
     : `${options.url.replace(/\/+$/, "")}/embeddings`;
@@ -71,10 +73,23 @@ export function createHttpEmbedder(options: HttpEmbedderOptions): Embedder {
       // 401/403/400…: repeating would not help. The body is not passed on (it may echo input).
       throw unavailable(`the embeddings endpoint refused the request (${status})`);
     }
+    // A reply is at most a few vectors of floats: refuse to buffer more than this.
+    const declared = Number(res.headers.get("content-length") ?? "0");
+    if (declared > maxReplyBytes) {
+      await res.body?.cancel().catch(() => {});
+      throw unavailable(
+        `the embeddings endpoint answered ${declared} bytes (at most ${maxReplyBytes})`,
+      );
+    }
     let body: unknown;
     try {
-      body = await res.json();
-    } catch {
+      const text = await res.text();
+      if (text.length > maxReplyBytes) {
+        throw unavailable(`the embeddings endpoint answered more than ${maxReplyBytes} bytes`);
+      }
+      body = JSON.parse(text);
+    } catch (err) {
+      if (err instanceof DomainError) throw err;
       throw new RetryableError("answered something other than JSON");
     }
     return parse(body, input.length);
@@ -87,7 +102,10 @@ export function createHttpEmbedder(options: HttpEmbedderOptions): Embedder {
     }
     const out: Float32Array[] = new Array(count);
     data.forEach((item: { index?: unknown; embedding?: unknown }, position) => {
-      const index = typeof item?.index === "number" ? item.index : position;
+      const index = item?.index === undefined ? position : item.index;
+      if (typeof index !== "number" || !Number.isInteger(index)) {
+        throw unavailable("the embeddings endpoint answered a non-integer index");
+      }
       const embedding = item?.embedding;
       if (!Array.isArray(embedding) || embedding.length !== dimension) {
         throw new DomainError(
@@ -100,7 +118,12 @@ export function createHttpEmbedder(options: HttpEmbedderOptions): Embedder {
       if (index < 0 || index >= count || out[index] !== undefined) {
         throw unavailable("the embeddings endpoint answered inconsistent indexes");
       }
-      out[index] = Float32Array.from(embedding as number[]);
+      const vector = Float32Array.from(embedding as number[]);
+      // Non-numbers become NaN, and huge values Infinity: pgvector refuses both.
+      if (!vector.every(Number.isFinite)) {
+        throw unavailable("the embeddings endpoint answered values that are not finite numbers");
+      }
+      out[index] = vector;
     });
     return out;
   }

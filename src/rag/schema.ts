@@ -94,8 +94,28 @@ async function checkPgvector(db: Database): Promise<void> {
             EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') AS available`,
   );
   const row = rows[0];
-  if (row?.installed || row?.available) return;
-  throw new RagSetupError(missingVector("is not installed on this PostgreSQL server"));
+  if (!(row?.installed || row?.available)) {
+    throw new RagSetupError(missingVector("is not installed on this PostgreSQL server"));
+  }
+  // Queries rely on iterative index scans (hnsw.iterative_scan), new in pgvector 0.8.
+  const version = await db.query<{ v: string | null }>(
+    `SELECT coalesce(
+       (SELECT extversion FROM pg_extension WHERE extname = 'vector'),
+       (SELECT default_version FROM pg_available_extensions WHERE name = 'vector')) AS v`,
+  );
+  const v = version.rows[0]?.v ?? "";
+  if (!pgvectorAtLeast(v, 0, 8)) {
+    throw new RagSetupError(
+      `pgvector ${v} is too old: the RAG plugin needs 0.8 or later (iterative index scans); ` +
+        "upgrade it (ALTER EXTENSION vector UPDATE after installing the new version).",
+    );
+  }
+}
+
+/** Is a pgvector version string ("0.8.0") at least major.minor? */
+export function pgvectorAtLeast(version: string, major: number, minor: number): boolean {
+  const [a = Number.NaN, b = Number.NaN] = version.split(".").map(Number);
+  return a > major || (a === major && b >= minor);
 }
 
 function missingVector(what: string): string {

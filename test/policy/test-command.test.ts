@@ -98,4 +98,23 @@ describe("traitgate policy test", () => {
   it("is a usage error without a cases file", async () => {
     expect((await run([])).code).toBe(2);
   });
+
+  it("answers bad input files with exit 2 and what is wrong, never a stack trace", async () => {
+    const broken = join(dir, "broken.json");
+    writeFileSync(broken, "{not json");
+    const cycle = file("cycle.json", [
+      { name: "role:a", description: "", implies: ["role:b"] },
+      { name: "role:b", description: "", implies: ["role:a"] },
+    ]);
+    for (const args of [
+      [join(dir, "missing.json")],
+      [broken],
+      [file("no-want.json", [{ request: {} }])],
+      [shippedCases, "--traits", cycle],
+    ]) {
+      const result = await run(args);
+      expect(result.code).toBe(2);
+      expect(result.err).not.toMatch(/\n\s+at /);
+    }
+  });
 });

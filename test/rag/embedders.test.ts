@@ -4,9 +4,11 @@ import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DomainError } from "../../src/errors.js";
 import { createLogger } from "../../src/log.js";
+import { loadRagConfig } from "../../src/rag/config.js";
 import { norm } from "../../src/rag/embedder.js";
 import { createHttpEmbedder } from "../../src/rag/http-embedder.js";
 import { createLocalEmbedder } from "../../src/rag/local-embedder.js";
+import { pgvectorAtLeast } from "../../src/rag/schema.js";
 import { cosineDistance } from "./support.js";
 
 describe("local hashing embedder", () => {
@@ -40,7 +42,12 @@ describe("OpenAI-compatible HTTP embedder", () => {
   let server: Server;
   let base: string;
   /** What the fake server answers next (status, or a delay); default 200 with embeddings. */
-  let script: ({ status: number; retryAfter?: string } | { delayMs: number } | "ok")[] = [];
+  let script: (
+    | { status: number; retryAfter?: string }
+    | { delayMs: number }
+    | { body: string }
+    | "ok"
+  )[] = [];
   const requests: { auth?: string; body: { model: string; input: string[] } }[] = [];
 
   beforeAll(async () => {
@@ -50,6 +57,11 @@ describe("OpenAI-compatible HTTP embedder", () => {
       const body = JSON.parse(raw) as { model: string; input: string[] };
       requests.push({ auth: req.headers.authorization, body });
       const step = script.shift() ?? "ok";
+      if (typeof step === "object" && "body" in step) {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(step.body);
+        return;
+      }
       if (typeof step === "object" && "delayMs" in step) {
         await new Promise((r) => setTimeout(r, step.delayMs));
       } else if (typeof step === "object") {
@@ -144,9 +156,73 @@ describe("OpenAI-compatible HTTP embedder", () => {
     expect(requests).toHaveLength(1);
   });
 
+  it("refuses replies with values that are not finite numbers, or too large to hold", async () => {
+    script = [{ body: '{"data":[{"index":0,"embedding":[1e999,1,1]}]}' }];
+    await expect(embedder().e.embed(["x"])).rejects.toMatchObject({
+      reason: "EMBEDDER_UNAVAILABLE",
+    });
+    script = [{ body: '{"data":[{"index":0.5,"embedding":[1,1,1]}]}' }];
+    await expect(embedder().e.embed(["x"])).rejects.toMatchObject({
+      reason: "EMBEDDER_UNAVAILABLE",
+    });
+    // Valid but for its size: only the bound refuses it.
+    script = [
+      {
+        body: JSON.stringify({
+          data: [{ index: 0, embedding: [1, 1, 1] }],
+          padding: "x".repeat(2_000_000),
+        }),
+      },
+    ];
+    await expect(embedder().e.embed(["x"])).rejects.toMatchObject({
+      reason: "EMBEDDER_UNAVAILABLE",
+    });
+    script = [];
+  });
+
   it("refuses embeddings of another dimension", async () => {
     script = [];
     const { e } = embedder({ dimension: 4 });
     await expect(e.embed(["x"])).rejects.toMatchObject({ reason: "EMBEDDING_DIMENSION" });
+  });
+});
+
+describe("embeddings configuration", () => {
+  const base = { CORE_SECRET: `tgc_${"s".repeat(43)}`, EMBEDDINGS_MODEL: "m" };
+  it("refuses sending an API key over plain http to another machine", () => {
+    expect(() =>
+      loadRagConfig({
+        ...base,
+        EMBEDDINGS_URL: "http://embed.example/v1",
+        EMBEDDINGS_API_KEY: "k",
+      }),
+    ).toThrow(/https/);
+    expect(
+      loadRagConfig({
+        ...base,
+        EMBEDDINGS_URL: "http://127.0.0.1:9000/v1",
+        EMBEDDINGS_API_KEY: "k",
+      }).embeddings?.url,
+    ).toBe("http://127.0.0.1:9000/v1");
+    expect(
+      loadRagConfig({
+        ...base,
+        EMBEDDINGS_URL: "https://embed.example/v1",
+        EMBEDDINGS_API_KEY: "k",
+      }).embeddings?.url,
+    ).toBe("https://embed.example/v1");
+  });
+});
+
+describe("pgvector version check", () => {
+  it.each([
+    ["0.8.0", true],
+    ["0.8.1", true],
+    ["1.0.0", true],
+    ["0.7.4", false],
+    ["0.5", false],
+    ["", false],
+  ])("%s → %s", (version, ok) => {
+    expect(pgvectorAtLeast(version, 0, 8)).toBe(ok);
   });
 });
