@@ -16,6 +16,10 @@ export interface PolicyIssue {
   message: string;
 }
 
+/** The most rules an analysed (API-submitted) policy may have, and the longest CEL condition. */
+export const maxRules = 5000;
+export const maxConditionChars = 2000;
+
 export const ruleIdPattern = /^[a-z0-9][a-z0-9_.-]{0,127}$/;
 export const contextPattern = /^([A-Z][A-Z0-9_]{0,63}|\*)$/;
 const fieldPathPattern = /^([A-Za-z0-9_$-]+|\*)(\.([A-Za-z0-9_$-]+|\*))*$/;
@@ -63,6 +67,12 @@ export function validatePolicy(
   validateSanitization(doc.sanitization, classes, add);
   if (!Array.isArray(doc.rules)) {
     add("POLICY_MALFORMED", "rules", "rules must be an array");
+    return issues;
+  }
+  // Bounded when analysed (policies arriving through the API): the analysis compares rules
+  // pairwise. Compiling alone (the library, its benchmark) is linear and takes any size.
+  if (options.analyze !== false && doc.rules.length > maxRules) {
+    add("POLICY_TOO_LARGE", "rules", `a policy has at most ${maxRules} rules`);
     return issues;
   }
   const seen = new Set<string>();
@@ -134,6 +144,12 @@ export function validatePolicy(
     if (rule.condition !== undefined) {
       if (typeof rule.condition !== "string" || rule.condition.trim() === "") {
         r("RULE_CONDITION_INVALID", "condition", "condition must be a CEL expression");
+      } else if (rule.condition.length > maxConditionChars) {
+        r(
+          "RULE_CONDITION_INVALID",
+          "condition",
+          `condition is longer than ${maxConditionChars} characters`,
+        );
       } else {
         try {
           compileCondition(rule.condition);

@@ -4,7 +4,9 @@ import {
   createTraitRegistry,
   loadTraitRegistry,
   type TraitRegistry,
+  validatePolicy,
 } from "../../src/policy/index.js";
+import { maxRules } from "../../src/policy/validate.js";
 import { domainErrorOf } from "./helpers.js";
 
 const closureNames = (registry: TraitRegistry, name: string): string[] => {
@@ -127,5 +129,23 @@ describe("trait registry", () => {
     // Three levels down: radiologist ⇒ physician ⇒ clinician ⇒ viewer ⇒ capability:read.
     expect(closureNames(registry, "role:radiologist")).toContain("capability:read");
     expect(closureNames(registry, "role:admin")).toContain("role:viewer");
+  });
+});
+
+describe("policy size limits", () => {
+  it("refuses more than maxRules rules when analysed, and over-long conditions", () => {
+    const registry = createTraitRegistry();
+    const rule = (i: number) => ({
+      id: `r${i}`,
+      description: "a test rule",
+      contexts: ["USER_ACTION"],
+      when: { all: ["role:viewer"] },
+      decision: "allow",
+    });
+    const huge = { rules: Array.from({ length: maxRules + 1 }, (_, i) => rule(i)) };
+    expect(validatePolicy(huge, registry).map((i) => i.reason)).toEqual(["POLICY_TOO_LARGE"]);
+    expect(validatePolicy(huge, registry, { analyze: false })).toEqual([]);
+    const long = { rules: [{ ...rule(0), condition: `${"1 + ".repeat(600)}1 > 0` }] };
+    expect(validatePolicy(long, registry).map((i) => i.reason)).toContain("RULE_CONDITION_INVALID");
   });
 });
