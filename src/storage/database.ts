@@ -28,15 +28,25 @@ interface Scope {
   busy: boolean;
 }
 
-export function createDatabase(driver: Driver): Database {
-  // Which transaction or session the running code is inside, to refuse `db.query` there:
-  // on pg it would run outside the transaction, on PGlite it would wait for it forever.
-  const scopes = new AsyncLocalStorage<Scope>();
+/**
+ * Whether `db.query` inside a transaction or session is refused (a programming error: on pg
+ * it would run outside the transaction, on PGlite it would wait for it forever). The check
+ * needs an AsyncLocalStorage, which turns on promise hooks for the whole process and costs
+ * about a tenth of a small request's time, so it runs where the mistakes are caught: under
+ * the tests (NODE_ENV=test), or with TRAITGATE_DB_SCOPE_CHECKS=1.
+ */
+export const scopeChecksByDefault = (env: NodeJS.ProcessEnv = process.env): boolean =>
+  env.NODE_ENV === "test" || env.TRAITGATE_DB_SCOPE_CHECKS === "1";
+
+export function createDatabase(driver: Driver, options: { scopeChecks?: boolean } = {}): Database {
+  const scopes =
+    (options.scopeChecks ?? scopeChecksByDefault()) ? new AsyncLocalStorage<Scope>() : undefined;
+  const within = <T>(scope: Scope, fn: () => T): T => (scopes ? scopes.run(scope, fn) : fn());
   let closing: Promise<void> | undefined;
 
   const enter = () => {
     if (closing) throw new Error("database is closed");
-    const scope = scopes.getStore();
+    const scope = scopes?.getStore();
     if (scope?.open) {
       throw new Error(
         `database used directly inside a ${scope.what}: use the handle passed to the callback`,
@@ -74,7 +84,7 @@ export function createDatabase(driver: Driver): Database {
       throw err;
     }
     try {
-      const value = await scopes.run(scope, () => fn(handle(conn, scope)));
+      const value = await within(scope, () => fn(handle(conn, scope)));
       scope.open = false;
       await conn.exec("COMMIT");
       return value;
@@ -131,7 +141,7 @@ export function createDatabase(driver: Driver): Database {
         },
       };
       try {
-        return await scopes.run(scope, () => fn(session));
+        return await within(scope, () => fn(session));
       } finally {
         scope.open = false;
         await lease.release(true);

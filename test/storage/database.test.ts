@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
+import { scopeChecksByDefault } from "../../src/storage/database.js";
 import { type Database, openDatabase } from "../../src/storage/index.js";
 import { databaseTargets, testSchemaName } from "../support/database.js";
 
@@ -261,5 +262,14 @@ describe("openDatabase", () => {
     } finally {
       await rm(root, { recursive: true, force: true });
     }
+  });
+});
+
+describe("scope checks", () => {
+  it("run under the tests and when asked for, not in production by default", () => {
+    expect(scopeChecksByDefault({ NODE_ENV: "test" })).toBe(true);
+    expect(scopeChecksByDefault({ TRAITGATE_DB_SCOPE_CHECKS: "1" })).toBe(true);
+    expect(scopeChecksByDefault({})).toBe(false);
+    expect(scopeChecksByDefault({ NODE_ENV: "production" })).toBe(false);
   });
 });
