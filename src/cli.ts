@@ -7,6 +7,7 @@ import { parseArgs } from "node:util";
 import { issueDemoKey, parseApiKeysCreateArgs, runApiKeysCreate } from "./apikeys/command.js";
 import { createApiKeysModule } from "./apikeys/module.js";
 import {
+  type AuditWriter,
   createAuditWriter,
   parseAuditExportArgs,
   runAuditExport,
@@ -20,7 +21,7 @@ import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { startCore } from "./platform.js";
 import { runIngestCommand } from "./search/ingest-command.js";
-import { migrate, openDatabase } from "./storage/index.js";
+import { type Database, migrate, openDatabase } from "./storage/index.js";
 
 const usage = `Usage: traitgate <command> [options]
 
@@ -202,6 +203,53 @@ async function readPassword(): Promise<string> {
   fail("no password: set TRAITGATE_PASSWORD or pass it on standard input");
 }
 
+/**
+ * What a one-shot command works with: the configuration, a logger on stderr, and the
+ * migrated database, closed when `fn` is done.
+ */
+async function withDatabase<T>(
+  fn: (ctx: { config: Config; log: Logger; db: Database }) => Promise<T>,
+): Promise<T> {
+  const { config } = configOrExit(false);
+  const log = createLogger({ level: "warn", destination: process.stderr });
+  const db = await openDatabase({
+    connection: config.dbConnection,
+    dataDir: embeddedDatabaseDir(config),
+    log,
+  });
+  try {
+    await migrate(db, log);
+    return await fn({ config, log, db });
+  } finally {
+    await db.close();
+  }
+}
+
+/** withDatabase plus an audit writer, flushed before the database closes. */
+function withAudit<T>(
+  fn: (ctx: { config: Config; log: Logger; db: Database; audit: AuditWriter }) => Promise<T>,
+): Promise<T> {
+  return withDatabase(async (ctx) => {
+    const audit = createAuditWriter({ db: ctx.db, log: ctx.log });
+    try {
+      return await fn({ ...ctx, audit });
+    } finally {
+      await audit.close();
+    }
+  });
+}
+
+/** The identity area as the command line uses it (no server). */
+const identityFor = ({ config, log, db, audit }: Parameters<Parameters<typeof withAudit>[0]>[0]) =>
+  createIdentityModule({
+    db,
+    jwt: config.jwt,
+    log,
+    audit,
+    dataKeys: config.dataKeys,
+    mfaRequired: config.mfaRequired,
+  });
+
 async function usersCreate(args: string[]): Promise<void> {
   const { values } = parseArgs({
     args,
@@ -212,42 +260,22 @@ async function usersCreate(args: string[]): Promise<void> {
     },
     strict: true,
   });
-  if (!values.username) fail("users create needs --username");
-  const { config } = configOrExit(false);
-  const log = createLogger({ level: "warn", destination: process.stderr });
+  const username = values.username;
+  if (!username) fail("users create needs --username");
+  configOrExit(false);
   const password = await readPassword();
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
+  await withAudit(async (ctx) => {
+    const { identity } = await identityFor(ctx);
+    const user = await identity.createUser({
+      username,
+      email: values.email,
+      password,
+      roles: values.role,
+    });
+    process.stdout.write(
+      `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
+    );
   });
-  try {
-    await migrate(db, log);
-    const audit = createAuditWriter({ db, log });
-    try {
-      const { identity } = await createIdentityModule({
-        db,
-        jwt: config.jwt,
-        log,
-        audit,
-        dataKeys: config.dataKeys,
-        mfaRequired: config.mfaRequired,
-      });
-      const user = await identity.createUser({
-        username: values.username,
-        email: values.email,
-        password,
-        roles: values.role,
-      });
-      process.stdout.write(
-        `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
-      );
-    } finally {
-      await audit.close();
-    }
-  } finally {
-    await db.close();
-  }
 }
 
 async function serviceAccountsCreate(args: string[]): Promise<void> {
@@ -260,86 +288,41 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
     },
     strict: true,
   });
-  if (!values.name) fail("service-accounts create needs --name");
-  if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(values.name)) {
+  const name = values.name;
+  if (!name) fail("service-accounts create needs --name");
+  if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(name)) {
     fail("--name must be 2–63 lower-case letters, digits or hyphens");
   }
   for (const role of values.role) {
     if (!/^[a-z][a-z0-9_-]{0,63}$/.test(role)) fail(`--role "${role}" is not a valid role name`);
   }
-  const { config } = configOrExit(false);
-  const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
+  await withAudit(async (ctx) => {
+    const { serviceAccounts } = await identityFor(ctx);
+    const { account, clientSecret } = await serviceAccounts.create(
+      { userId: "", kind: "system" },
+      { requestId: `cli-${randomBytes(8).toString("hex")}` },
+      { name, description: values.description, roles: values.role },
+    );
+    process.stderr.write("The client secret is shown once; store it in the service's secrets.\n");
+    process.stdout.write(
+      `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
+    );
   });
-  try {
-    await migrate(db, log);
-    const audit = createAuditWriter({ db, log });
-    try {
-      const { serviceAccounts } = await createIdentityModule({
-        db,
-        jwt: config.jwt,
-        log,
-        audit,
-        dataKeys: config.dataKeys,
-        mfaRequired: config.mfaRequired,
-      });
-      const { account, clientSecret } = await serviceAccounts.create(
-        { userId: "", kind: "system" },
-        { requestId: `cli-${randomBytes(8).toString("hex")}` },
-        { name: values.name, description: values.description, roles: values.role },
-      );
-      process.stderr.write("The client secret is shown once; store it in the service's secrets.\n");
-      process.stdout.write(
-        `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
-      );
-    } finally {
-      await audit.close();
-    }
-  } finally {
-    await db.close();
-  }
 }
 
 async function auditVerify(): Promise<void> {
-  const { config } = configOrExit(false);
-  const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
-  });
-  let code: number;
-  try {
-    await migrate(db, log);
-    code = await runAuditVerifyCommand(db, process.stdout);
-  } finally {
-    await db.close();
-  }
-  process.exit(code);
+  process.exit(await withDatabase(({ db }) => runAuditVerifyCommand(db, process.stdout)));
 }
 
 async function keysRotate(): Promise<void> {
-  const { config } = configOrExit(false);
-  const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
-  });
-  let code: number;
-  try {
-    await migrate(db, log);
-    code = await runKeysRotateCommand(db, config.dataKeys, {
-      progress: process.stderr,
-      out: process.stdout,
-    });
-  } finally {
-    await db.close();
-  }
-  process.exit(code);
+  process.exit(
+    await withDatabase(({ db, config }) =>
+      runKeysRotateCommand(db, config.dataKeys, {
+        progress: process.stderr,
+        out: process.stdout,
+      }),
+    ),
+  );
 }
 
 async function apiKeysCreate(args: string[]): Promise<void> {
@@ -349,30 +332,14 @@ async function apiKeysCreate(args: string[]): Promise<void> {
   } catch (err) {
     fail(err instanceof Error ? err.message : String(err));
   }
-  const { config } = configOrExit(false);
-  const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
-  });
-  let code: number;
-  try {
-    await migrate(db, log);
-    const audit = createAuditWriter({ db, log });
-    try {
-      const { apiKeys } = createApiKeysModule({ db, audit, log });
-      code = await runApiKeysCreate(apiKeys, parsed, {
+  process.exit(
+    await withAudit(({ db, audit, log }) =>
+      runApiKeysCreate(createApiKeysModule({ db, audit, log }).apiKeys, parsed, {
         stdout: process.stdout,
         stderr: process.stderr,
-      });
-    } finally {
-      await audit.close();
-    }
-  } finally {
-    await db.close();
-  }
-  process.exit(code);
+      }),
+    ),
+  );
 }
 
 async function auditExport(args: string[]): Promise<void> {
@@ -382,20 +349,8 @@ async function auditExport(args: string[]): Promise<void> {
   } catch (err) {
     fail(err instanceof Error ? err.message : String(err));
   }
-  const { config } = configOrExit(false);
-  const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
-  });
-  try {
-    await migrate(db, log);
-    const count = await runAuditExport(db, process.stdout, options);
-    process.stderr.write(`audit export: ${count} events\n`);
-  } finally {
-    await db.close();
-  }
+  const count = await withDatabase(({ db }) => runAuditExport(db, process.stdout, options));
+  process.stderr.write(`audit export: ${count} events\n`);
 }
 
 async function main(argv: string[]): Promise<void> {

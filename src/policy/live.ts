@@ -1,5 +1,6 @@
 import type { Logger } from "../log.js";
-import type { Database, NotificationSubscription } from "../storage/index.js";
+import { followChanges } from "../storage/follow.js";
+import type { Database } from "../storage/index.js";
 import type { PolicyEngine } from "./engine.js";
 import { policyChannel } from "./policy-store.js";
 
@@ -47,11 +48,6 @@ export const defaultPolicyPollIntervalMs = 1_000;
 export async function startLivePolicy(deps: LivePolicyDeps): Promise<LivePolicy> {
   const { log } = deps;
   let current = await deps.load();
-  let running: Promise<void> | undefined;
-  let again = false;
-  let failing = false;
-  let closed = false;
-
   const install = (next: LoadedPolicy): void => {
     // Reloads may overlap across processes' notifications: never go back.
     if (next.generation <= current.generation) return;
@@ -69,63 +65,22 @@ export async function startLivePolicy(deps: LivePolicyDeps): Promise<LivePolicy>
     install(await deps.load());
   }
 
-  /** One reload at a time; a request made meanwhile runs once more after it. */
-  function refresh(): Promise<void> {
-    if (running !== undefined) {
-      again = true;
-      return running;
-    }
-    running = (async () => {
-      try {
-        do {
-          again = false;
-          await reload();
-        } while (again && !closed);
-        if (failing) log.info("policy reload works again");
-        failing = false;
-      } finally {
-        running = undefined;
-      }
-    })();
-    return running;
-  }
-
-  /** Background refreshes log their first failure only, not one line per poll. */
-  const background = () => {
-    if (closed) return;
-    refresh().catch((err: unknown) => {
-      if (!failing) {
-        log.error(
-          { error: (err as Error).message, reason: (err as { reason?: string }).reason },
-          "policy could not be reloaded; the previous version keeps answering",
-        );
-      }
-      failing = true;
-    });
-  };
-
-  let subscription: NotificationSubscription | undefined;
-  try {
-    subscription = await deps.db.listen(policyChannel, {
-      onNotification: background,
-      onReconnect: background,
-    });
-  } catch (err) {
-    log.warn({ error: (err as Error).message }, "policy notifications unavailable; polling only");
-  }
-  const timer = setInterval(background, deps.pollIntervalMs ?? defaultPolicyPollIntervalMs);
-  timer.unref();
+  const follower = await followChanges({
+    db: deps.db,
+    channel: policyChannel,
+    what: "policy",
+    reload,
+    pollIntervalMs: deps.pollIntervalMs ?? defaultPolicyPollIntervalMs,
+    log,
+    failureMessage: "policy could not be reloaded; the previous version keeps answering",
+    failureLevel: "error",
+  });
 
   return {
     current: () => current.engine,
     generation: () => current.generation,
-    refresh,
+    refresh: follower.refresh,
     install: (engine, generation) => install({ engine, generation }),
-    async close() {
-      closed = true;
-      clearInterval(timer);
-      await subscription?.close();
-      await running?.catch(() => {});
-    },
+    close: follower.close,
   };
 }

@@ -1,5 +1,6 @@
 import type { Logger } from "../log.js";
-import type { Database, NotificationSubscription } from "../storage/index.js";
+import { followChanges } from "../storage/follow.js";
+import type { Database } from "../storage/index.js";
 import type { EffectiveSettings } from "./effective.js";
 import { settingsChannel } from "./settings-store.js";
 
@@ -42,10 +43,6 @@ export async function startLiveSettings(deps: LiveSettingsDeps): Promise<LiveSet
   const { log } = deps;
   let current = await deps.load();
   const listeners = new Set<SettingsListener>();
-  let running: Promise<void> | undefined;
-  let again = false;
-  let failing = false;
-  let closed = false;
 
   function publish(next: EffectiveSettings): void {
     const changed = Object.keys(next.values).filter(
@@ -71,49 +68,16 @@ export async function startLiveSettings(deps: LiveSettingsDeps): Promise<LiveSet
     if (next.version > current.version) publish(next);
   }
 
-  /** One reload at a time; a request made meanwhile runs once more after it. */
-  function refresh(): Promise<void> {
-    if (running !== undefined) {
-      again = true;
-      return running;
-    }
-    running = (async () => {
-      try {
-        do {
-          again = false;
-          await reload();
-        } while (again && !closed);
-        if (failing) log.info("settings reload works again");
-        failing = false;
-      } finally {
-        running = undefined;
-      }
-    })();
-    return running;
-  }
-
-  /** Background refreshes log their first failure only, not one line per poll. */
-  const background = () => {
-    if (closed) return;
-    refresh().catch((err: unknown) => {
-      if (!failing) {
-        log.warn({ error: (err as Error).message }, "settings could not be reloaded; retrying");
-      }
-      failing = true;
-    });
-  };
-
-  let subscription: NotificationSubscription | undefined;
-  try {
-    subscription = await deps.db.listen(settingsChannel, {
-      onNotification: background,
-      onReconnect: background,
-    });
-  } catch (err) {
-    log.warn({ error: (err as Error).message }, "settings notifications unavailable; polling only");
-  }
-  const timer = setInterval(background, deps.pollIntervalMs ?? defaultPollIntervalMs);
-  timer.unref();
+  const follower = await followChanges({
+    db: deps.db,
+    channel: settingsChannel,
+    what: "settings",
+    reload,
+    pollIntervalMs: deps.pollIntervalMs ?? defaultPollIntervalMs,
+    log,
+    failureMessage: "settings could not be reloaded; retrying",
+    failureLevel: "warn",
+  });
 
   return {
     current: () => current,
@@ -121,12 +85,7 @@ export async function startLiveSettings(deps: LiveSettingsDeps): Promise<LiveSet
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    refresh,
-    async close() {
-      closed = true;
-      clearInterval(timer);
-      await subscription?.close();
-      await running?.catch(() => {});
-    },
+    refresh: follower.refresh,
+    close: follower.close,
   };
 }
