@@ -1,7 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { silentLogger } from "../../src/log.js";
-import { migrate, openDatabase } from "../../src/storage/index.js";
-import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { postgresUrlFor, twoHandlesOnOneSchema } from "../support/database.js";
 import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -11,9 +9,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * restart: B refuses the call once its clock has moved past the cache's age.
  */
 
-const url = process.env.TEST_DATABASE_URL;
-if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
-if (!url) console.warn("gateway two-servers: TEST_DATABASE_URL is unset: skipped");
+const url = postgresUrlFor("gateway two-servers");
 const password = "gateway-two-servers-pw";
 
 describe.skipIf(!url)("the allowlist on two servers", () => {
@@ -22,10 +18,7 @@ describe.skipIf(!url)("the allowlist on two servers", () => {
   const clockB = { t: Date.now(), now: () => clockB.t };
 
   beforeAll(async () => {
-    const schema = testSchemaName();
-    const dbA = await openTestPostgres(url ?? "", schema);
-    await migrate(dbA, silentLogger);
-    const dbB = await openDatabase({ connection: url, schema, log: silentLogger });
+    const [dbA, dbB] = await twoHandlesOnOneSchema(url ?? "");
     b = await startTestServer({ db: dbB, clock: clockB });
     a = await startTestServer({ db: dbA });
   });

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { silentLogger } from "../../src/log.js";
-import { migrate, openDatabase } from "../../src/storage/index.js";
-import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { postgresUrlFor, twoHandlesOnOneSchema } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { until } from "../support/wait.js";
 
 /**
  * Two servers, each with its own pool and listening connection, on one PostgreSQL: a policy
@@ -11,19 +10,8 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * change travels the same way.
  */
 
-const url = process.env.TEST_DATABASE_URL?.trim();
-if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
-if (!url) console.warn("policy-two-servers: TEST_DATABASE_URL is unset: skipped");
+const url = postgresUrlFor("policy-two-servers");
 const password = "policy-shared-password";
-
-async function until(check: () => boolean, timeoutMs: number): Promise<number> {
-  const started = performance.now();
-  while (!check()) {
-    if (performance.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
-  return performance.now() - started;
-}
 
 describe.skipIf(!url)("policy on two servers sharing one PostgreSQL", () => {
   let a: TestServer;
@@ -31,10 +19,7 @@ describe.skipIf(!url)("policy on two servers sharing one PostgreSQL", () => {
   let headers: Record<string, string> = {};
 
   beforeAll(async () => {
-    const schema = testSchemaName();
-    const dbA = await openTestPostgres(url ?? "", schema);
-    await migrate(dbA, silentLogger);
-    const dbB = await openDatabase({ connection: url, schema, log: silentLogger });
+    const [dbA, dbB] = await twoHandlesOnOneSchema(url ?? "");
     const env = { LOG_LEVEL: "info" };
     // Both start on an empty policy state: one of them activates the shipped policy.
     [a, b] = await Promise.all([

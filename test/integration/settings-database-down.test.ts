@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
 import { type Database, migrate, openDatabase } from "../../src/storage/index.js";
 import { startTcpProxy, type TcpProxy } from "../settings/tcp-proxy.js";
-import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { openTestPostgres, postgresUrlFor, testSchemaName } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -11,9 +11,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * once the database is back, without a restart.
  */
 
-const url = process.env.TEST_DATABASE_URL?.trim();
-if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
-if (!url) console.warn("settings-database-down: TEST_DATABASE_URL is unset: skipped");
+const url = postgresUrlFor("settings-database-down");
 
 const password = "settings-outage-password";
 const connectTimeoutMs = 800;

@@ -1,8 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { silentLogger } from "../../src/log.js";
-import { migrate, openDatabase } from "../../src/storage/index.js";
-import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { postgresUrlFor, twoHandlesOnOneSchema } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
+import { until } from "../support/wait.js";
 
 /**
  * Two servers, each with its own pool and listening connection, on one PostgreSQL: a
@@ -10,19 +9,8 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * version poll is set to a minute here, so it cannot be what delivers it).
  */
 
-const url = process.env.TEST_DATABASE_URL?.trim();
-if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
-if (!url) console.warn("settings-two-servers: TEST_DATABASE_URL is unset: skipped");
+const url = postgresUrlFor("settings-two-servers");
 const password = "settings-shared-password";
-
-async function until(check: () => boolean, timeoutMs: number): Promise<number> {
-  const started = performance.now();
-  while (!check()) {
-    if (performance.now() - started > timeoutMs) throw new Error(`not within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  return performance.now() - started;
-}
 
 describe.skipIf(!url)("settings on two servers sharing one PostgreSQL", () => {
   let a: TestServer;
@@ -30,10 +18,7 @@ describe.skipIf(!url)("settings on two servers sharing one PostgreSQL", () => {
   let headers: Record<string, string> = {};
 
   beforeAll(async () => {
-    const schema = testSchemaName();
-    const dbA = await openTestPostgres(url ?? "", schema);
-    await migrate(dbA, silentLogger);
-    const dbB = await openDatabase({ connection: url, schema, log: silentLogger });
+    const [dbA, dbB] = await twoHandlesOnOneSchema(url ?? "");
     const env = { LOG_LEVEL: "info" };
     b = await startTestServer({ db: dbB, env, settingsPollIntervalMs: 60_000 });
     a = await startTestServer({ db: dbA, env, settingsPollIntervalMs: 60_000 });

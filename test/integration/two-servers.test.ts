@@ -1,8 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyAuditChain } from "../../src/audit/index.js";
-import { silentLogger } from "../../src/log.js";
-import { migrate, openDatabase } from "../../src/storage/index.js";
-import { openTestPostgres, testSchemaName } from "../support/database.js";
+import { postgresUrlFor, twoHandlesOnOneSchema } from "../support/database.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -11,10 +9,7 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * one-second state cache has expired (the documented bound), with no restart.
  */
 
-const url = process.env.TEST_DATABASE_URL;
-if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
-if (!url)
-  console.warn("two-servers: TEST_DATABASE_URL is unset: these PostgreSQL tests are skipped");
+const url = postgresUrlFor("two-servers");
 const password = "shared-db-password-long";
 
 describe.skipIf(!url)("two servers on one PostgreSQL", () => {
@@ -23,10 +18,7 @@ describe.skipIf(!url)("two servers on one PostgreSQL", () => {
   const clockB = { t: Date.now(), now: () => clockB.t };
 
   beforeAll(async () => {
-    const schema = testSchemaName();
-    const dbA = await openTestPostgres(url ?? "", schema);
-    await migrate(dbA, silentLogger);
-    const dbB = await openDatabase({ connection: url, schema, log: silentLogger });
+    const [dbA, dbB] = await twoHandlesOnOneSchema(url ?? "");
     // B closes first (afterAll), A drops the schema when it closes.
     b = await startTestServer({ db: dbB, clock: clockB });
     a = await startTestServer({ db: dbA });

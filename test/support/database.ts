@@ -92,3 +92,27 @@ async function openTestPglite(): Promise<Database> {
   })();
   return openPglite({ dataDir: "memory://", template: await template, log: silentLogger });
 }
+
+/**
+ * TEST_DATABASE_URL for a suite that needs a real PostgreSQL server; on CI it must be set,
+ * elsewhere an unset one skips the suite with a message naming it.
+ */
+export function postgresUrlFor(suite: string): string | undefined {
+  const url = process.env.TEST_DATABASE_URL?.trim() || undefined;
+  if (!url && process.env.CI) throw new Error("TEST_DATABASE_URL must be set in CI (see .ci/run)");
+  if (!url)
+    console.warn(`${suite}: TEST_DATABASE_URL is unset: these PostgreSQL tests are skipped`);
+  return url;
+}
+
+/**
+ * Two handles on one new, migrated schema, as two server processes would have: A drops the
+ * schema when it closes (close B first), B is a plain connection to it.
+ */
+export async function twoHandlesOnOneSchema(url: string): Promise<[Database, Database]> {
+  const schema = testSchemaName();
+  const a = await openTestPostgres(url, schema);
+  await migrate(a, silentLogger);
+  const b = await openDatabase({ connection: url, schema, log: silentLogger });
+  return [a, b];
+}
