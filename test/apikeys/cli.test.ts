@@ -1,23 +1,21 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { killAll, runCli, startCli, stopCli } from "../support/cli.js";
 
 /**
  * `traitgate apikeys create`, `traitgate audit export` and the demo's key, as a user runs
  * them: separate processes on the embedded database in a temporary DATA_DIR, port 0.
  */
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
 const keyPattern = /^tgk_[a-z2-7]{8}_[A-Za-z0-9_-]{43}$/;
 const secret = "apikeys-cli-secret-0123456789-abcdefghij";
 const dataKey = Buffer.alloc(32, 5).toString("base64");
 const dirs: string[] = [];
-const children: ChildProcess[] = [];
 
 afterAll(() => {
-  for (const child of children) child.kill("SIGKILL");
+  killAll();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -32,47 +30,6 @@ function env(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
     HOST: "127.0.0.1",
     ...extra,
   };
-}
-
-function run(args: string[], environment: NodeJS.ProcessEnv, stdin = "") {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], {
-      env: environment,
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => {
-      stdout += c;
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      stderr += c;
-    });
-    child.stdin.end(stdin);
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-function start(args: string[], environment: NodeJS.ProcessEnv, ready: RegExp) {
-  const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env: environment });
-  children.push(child);
-  return new Promise<{ child: ChildProcess; output: () => string }>((resolve, reject) => {
-    let output = "";
-    const onData = (c: Buffer) => {
-      output += c;
-      if (ready.test(output)) resolve({ child, output: () => output });
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)));
-  });
-}
-
-async function stop(child: ChildProcess): Promise<number | null> {
-  const exited = new Promise<number | null>((resolve) =>
-    child.once("exit", (code) => resolve(code)),
-  );
-  child.kill("SIGTERM");
-  return exited;
 }
 
 async function login(url: string, username: string, password: string): Promise<string> {
@@ -93,7 +50,7 @@ const listKeys = (url: string, token: string, key: string) =>
 describe("traitgate apikeys create", { timeout: 180_000 }, () => {
   it("prints the key alone on stdout; the key then works with an admin's token; export shows it audited", async () => {
     const e = env({ JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey });
-    const created = await run(
+    const created = await runCli(
       [
         "apikeys",
         "create",
@@ -116,13 +73,13 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
     expect(created.stderr).toContain("api_keys:read, api_keys:write");
     expect(created.stderr).not.toContain(key.slice(13));
 
-    const user = await run(["users", "create", "--username", "root", "--role", "admin"], {
+    const user = await runCli(["users", "create", "--username", "root", "--role", "admin"], {
       ...e,
       TRAITGATE_PASSWORD: "root-password-for-cli",
     });
     expect(user.code).toBe(0);
 
-    const { child, output } = await start(["serve"], e, /traitgate listening/);
+    const { child, output } = await startCli(["serve"], e, /traitgate listening/);
     const url = (
       JSON.parse(
         output()
@@ -145,10 +102,10 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
       }),
     ]);
     expect((await listKeys(url, token, `${key.slice(0, 13)}${"x".repeat(43)}`)).status).toBe(401);
-    expect(await stop(child)).toBe(0);
+    expect(await stopCli(child)).toBe(0);
     expect(output()).not.toContain(key.slice(13));
 
-    const exported = await run(["audit", "export", "--action", "api_key_create"], e);
+    const exported = await runCli(["audit", "export", "--action", "api_key_create"], e);
     expect(exported.code, exported.stderr).toBe(0);
     const lines = exported.stdout
       .trimEnd()
@@ -164,7 +121,7 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
       }),
     ]);
     expect(exported.stderr).toContain("audit export: 1 events");
-    const everything = await run(["audit", "export"], e);
+    const everything = await runCli(["audit", "export"], e);
     const actions = everything.stdout
       .trimEnd()
       .split("\n")
@@ -175,7 +132,7 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
 
   it("refuses unknown scopes and bad options, naming them, and creates nothing", async () => {
     const e = env({ JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey });
-    const unknown = await run(
+    const unknown = await runCli(
       ["apikeys", "create", "--name", "x", "--scope", "settings:read", "--scope", "root:all"],
       e,
     );
@@ -183,19 +140,19 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
     expect(unknown.stderr).toContain("root:all");
     expect(unknown.stderr).toContain("--scope");
     expect(unknown.stdout).toBe("");
-    const noScope = await run(["apikeys", "create", "--name", "x"], e);
+    const noScope = await runCli(["apikeys", "create", "--name", "x"], e);
     expect(noScope.code).toBe(2);
     expect(noScope.stderr).toContain("--scope");
-    const days = await run(
+    const days = await runCli(
       ["apikeys", "create", "--name", "x", "--scope", "audit:read", "--expires-in-days", "400"],
       e,
     );
     expect(days.code).toBe(2);
     expect(days.stderr).toContain("--expires-in-days");
-    const badExport = await run(["audit", "export", "--outcome", "meh"], e);
+    const badExport = await runCli(["audit", "export", "--outcome", "meh"], e);
     expect(badExport.code).toBe(2);
     expect(badExport.stderr).toContain("--outcome");
-    const exported = await run(["audit", "export", "--action", "api_key_create"], e);
+    const exported = await runCli(["audit", "export", "--action", "api_key_create"], e);
     expect(exported.stdout).toBe("");
   });
 });
@@ -203,7 +160,7 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
 describe("traitgate demo", { timeout: 180_000 }, () => {
   it("prints an API key next to the admin password; a new run revokes the last run's key", async () => {
     const e = env();
-    const first = await start(["demo"], e, /api key: \S+\n[\s\S]*Try:/);
+    const first = await startCli(["demo"], e, /api key: \S+\n[\s\S]*Try:/);
     const out1 = first.output();
     const url1 = /running at (http:\/\/\S+)/.exec(out1)?.[1] ?? "";
     const password1 = /password: (\S+)/.exec(out1)?.[1] ?? "";
@@ -218,9 +175,9 @@ describe("traitgate demo", { timeout: 180_000 }, () => {
       headers: { authorization: `Bearer ${token1}`, "x-api-key": key1 },
     });
     expect(audit.status).toBe(200);
-    expect(await stop(first.child)).toBe(0);
+    expect(await stopCli(first.child)).toBe(0);
 
-    const second = await start(["demo"], e, /api key: \S+\n[\s\S]*Try:/);
+    const second = await startCli(["demo"], e, /api key: \S+\n[\s\S]*Try:/);
     const out2 = second.output();
     const url2 = /running at (http:\/\/\S+)/.exec(out2)?.[1] ?? "";
     const key2 = /api key: (\S+)/.exec(out2)?.[1] ?? "";
@@ -228,6 +185,6 @@ describe("traitgate demo", { timeout: 180_000 }, () => {
     expect(key2).not.toBe(key1);
     expect((await listKeys(url2, token2, key2)).status).toBe(200);
     expect((await listKeys(url2, token2, key1)).status).toBe(401);
-    expect(await stop(second.child)).toBe(0);
+    expect(await stopCli(second.child)).toBe(0);
   });
 });

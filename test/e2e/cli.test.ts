@@ -1,20 +1,18 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
 
 /**
  * The command line as a user runs it: separate processes, the embedded
  * database in a temporary DATA_DIR, port 0.
  */
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
 const dirs: string[] = [];
-const children: ChildProcess[] = [];
 
 afterAll(() => {
-  for (const child of children) child.kill("SIGKILL");
+  killAll();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -32,47 +30,6 @@ const baseEnv = (dataDir: string): NodeJS.ProcessEnv => ({
   HOST: "127.0.0.1",
 });
 
-/** Runs the CLI to completion. */
-function run(args: string[], env: NodeJS.ProcessEnv, stdin?: string) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => {
-      stdout += c;
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      stderr += c;
-    });
-    child.stdin.end(stdin ?? "");
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-/** Starts a long-running command and resolves once `ready` matches its output. */
-function start(args: string[], env: NodeJS.ProcessEnv, ready: RegExp) {
-  const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], { env });
-  children.push(child);
-  return new Promise<{ child: ChildProcess; output: string }>((resolve, reject) => {
-    let output = "";
-    const onData = (c: Buffer) => {
-      output += c;
-      if (ready.test(output)) resolve({ child, output });
-    };
-    child.stdout.on("data", onData);
-    child.stderr.on("data", onData);
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)));
-  });
-}
-
-async function stop(child: ChildProcess): Promise<number | null> {
-  const exited = new Promise<number | null>((resolve) =>
-    child.once("exit", (code) => resolve(code)),
-  );
-  child.kill("SIGTERM");
-  return exited;
-}
-
 async function loginAndValidate(url: string, username: string, password: string) {
   const login = await fetch(`${url}/auth/login`, {
     method: "POST",
@@ -89,7 +46,12 @@ async function loginAndValidate(url: string, username: string, password: string)
 
 describe("traitgate demo", () => {
   it("starts on the embedded database, prints the admin password once, and it logs in", async () => {
-    const { child, output } = await start(["demo"], baseEnv(tempDir()), /Search as each/);
+    const { child, output: outputNow } = await startCli(
+      ["demo"],
+      baseEnv(tempDir()),
+      /Search as each/,
+    );
+    const output = outputNow();
     expect(output).toContain("JWT_SECRET was not set");
     expect(output).toContain("DATA_ENCRYPTION_KEY was not set");
     const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
@@ -122,7 +84,7 @@ describe("traitgate demo", () => {
     };
     expect(await searchAs("dr-lee")).toEqual(["clinical", "public", "staff"]);
     expect(await searchAs("vic")).toEqual(["public", "staff"]);
-    expect(await stop(child)).toBe(0);
+    expect(await stopCli(child)).toBe(0);
   }, 60_000);
 });
 
@@ -133,7 +95,7 @@ describe("traitgate serve", () => {
     ["too short", "0123456789abcdef"],
   ])("refuses to start when JWT_SECRET is %s, naming it", async (_, secret) => {
     const env = { ...baseEnv(tempDir()), ...(secret ? { JWT_SECRET: secret } : {}) };
-    const result = await run(["serve"], env);
+    const result = await runCli(["serve"], env);
     expect(result.code).toBe(2);
     expect(result.stderr).toContain("JWT_SECRET");
   });
@@ -146,26 +108,25 @@ describe("traitgate users create", () => {
   it("creates a user with a password from the environment or stdin, who can then log in", async () => {
     const dir = tempDir();
     const env = { ...baseEnv(dir), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
-    const fromEnv = await run(["users", "create", "--username", "nurse", "--role", "clinician"], {
-      ...env,
-      TRAITGATE_PASSWORD: "nurse-password-long",
-    });
+    const fromEnv = await runCli(
+      ["users", "create", "--username", "nurse", "--role", "clinician"],
+      {
+        ...env,
+        TRAITGATE_PASSWORD: "nurse-password-long",
+      },
+    );
     expect(fromEnv.code).toBe(0);
     expect(JSON.parse(fromEnv.stdout)).toMatchObject({ username: "nurse", roles: ["clinician"] });
     expect(fromEnv.stdout + fromEnv.stderr).not.toContain("nurse-password-long");
-    const fromStdin = await run(
+    const fromStdin = await runCli(
       ["users", "create", "--username", "clerk", "--role", "viewer"],
       env,
       "clerk-password-long\n",
     );
     expect(fromStdin.code).toBe(0);
 
-    const { child, output } = await start(["serve"], env, /traitgate listening/);
-    const url = (
-      JSON.parse(output.split("\n").find((l) => l.includes("traitgate listening")) ?? "{}") as {
-        url: string;
-      }
-    ).url;
+    const { child, output: outputNow } = await startCli(["serve"], env, /traitgate listening/);
+    const url = listeningUrl(outputNow());
     expect(await loginAndValidate(url, "nurse", "nurse-password-long")).toMatchObject({
       valid: true,
       roles: ["clinician"],
@@ -173,16 +134,16 @@ describe("traitgate users create", () => {
     expect(await loginAndValidate(url, "clerk", "clerk-password-long")).toMatchObject({
       valid: true,
     });
-    expect(await stop(child)).toBe(0);
+    expect(await stopCli(child)).toBe(0);
     // The logins above were audited; the chain verifies from the command line.
-    const verify = await run(["audit", "verify"], env);
+    const verify = await runCli(["audit", "verify"], env);
     expect(verify.code).toBe(0);
     expect(verify.stdout).toMatch(/audit chain intact: [1-9]\d* events/);
   });
 
   it("never takes a password on the command line", async () => {
     const env = { ...baseEnv(tempDir()), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
-    const result = await run(
+    const result = await runCli(
       ["users", "create", "--username", "eve", "--password", "on-the-command-line"],
       env,
     );
@@ -198,7 +159,7 @@ describe("traitgate service-accounts create", () => {
   it("prints the client secret once, and it gets a service token from the server", async () => {
     const dir = tempDir();
     const env = { ...baseEnv(dir), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
-    const created = await run(
+    const created = await runCli(
       ["service-accounts", "create", "--name", "ai-core", "--role", "service"],
       env,
     );
@@ -206,12 +167,8 @@ describe("traitgate service-accounts create", () => {
     const account = JSON.parse(created.stdout) as { name: string; client_secret: string };
     expect(account).toMatchObject({ name: "ai-core", roles: ["service"] });
     expect(created.stderr).toContain("shown once");
-    const { child, output } = await start(["serve"], env, /traitgate listening/);
-    const url = (
-      JSON.parse(output.split("\n").find((l) => l.includes("traitgate listening")) ?? "{}") as {
-        url: string;
-      }
-    ).url;
+    const { child, output: outputNow } = await startCli(["serve"], env, /traitgate listening/);
+    const url = listeningUrl(outputNow());
     const res = await fetch(`${url}/auth/token`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -222,8 +179,8 @@ describe("traitgate service-accounts create", () => {
       }),
     });
     expect(res.status).toBe(200);
-    expect(await stop(child)).toBe(0);
-    const bad = await run(["service-accounts", "create", "--name", "Not Valid"], env);
+    expect(await stopCli(child)).toBe(0);
+    const bad = await runCli(["service-accounts", "create", "--name", "Not Valid"], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--name");
   });

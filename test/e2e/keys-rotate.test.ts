@@ -1,9 +1,9 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateSync } from "otplib";
 import { afterAll, describe, expect, it } from "vitest";
+import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
 import { callJson } from "../support/http.js";
 
 /**
@@ -12,12 +12,10 @@ import { callJson } from "../support/http.js";
  * still logs in with a TOTP code once the old key is gone.
  */
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
 const dir = mkdtempSync(join(tmpdir(), "traitgate-rotate-"));
-const children: ChildProcess[] = [];
 
 afterAll(() => {
-  for (const child of children) child.kill("SIGKILL");
+  killAll();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -34,49 +32,17 @@ const env = (keys: Record<string, string>): NodeJS.ProcessEnv => ({
   ...keys,
 });
 
-function run(args: string[], environment: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], {
-      env: environment,
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => {
-      stdout += c;
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      stderr += c;
-    });
-    child.stdin.end();
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
 /** `traitgate serve` until `fn` is done; resolves with fn's result after a clean stop. */
 async function withServer<T>(
   environment: NodeJS.ProcessEnv,
   fn: (url: string) => Promise<T>,
 ): Promise<T> {
-  const child = spawn(process.execPath, ["--import", "tsx", cli, "serve"], { env: environment });
-  children.push(child);
-  const url = await new Promise<string>((resolve, reject) => {
-    let output = "";
-    child.stdout.on("data", (c: Buffer) => {
-      output += c;
-      const line = output.split("\n").find((l) => l.includes("traitgate listening"));
-      if (line) resolve((JSON.parse(line) as { url: string }).url);
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      output += c;
-    });
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)));
-  });
+  const { child, output } = await startCli(["serve"], environment, /traitgate listening/);
+  const url = listeningUrl(output());
   try {
     return await fn(url);
   } finally {
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    child.kill("SIGTERM");
-    await exited;
+    await stopCli(child);
   }
 }
 
@@ -86,7 +52,7 @@ const code = (secret: string, steps = 0) =>
 describe("traitgate keys rotate", () => {
   it("moves MFA secrets to the new key; TOTP login then works with the new key alone", async () => {
     const before = env({ DATA_ENCRYPTION_KEY: oldKey });
-    const created = await run(["users", "create", "--username", "rita"], {
+    const created = await runCli(["users", "create", "--username", "rita"], {
       ...before,
       TRAITGATE_PASSWORD: password,
     });
@@ -102,11 +68,11 @@ describe("traitgate keys rotate", () => {
       return { secret, recoveryCodes: activate.body.recovery_codes as string[] };
     });
 
-    const missing = await run(["keys", "rotate"], env({}));
+    const missing = await runCli(["keys", "rotate"], env({}));
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain("DATA_ENCRYPTION_KEY is required");
 
-    const rotated = await run(
+    const rotated = await runCli(
       ["keys", "rotate"],
       env({ DATA_ENCRYPTION_KEY: newKey, DATA_ENCRYPTION_KEY_PREVIOUS: oldKey }),
     );
@@ -118,7 +84,7 @@ describe("traitgate keys rotate", () => {
 
     // The old key is gone: nothing is left to move, and the second factor still works.
     const after = env({ DATA_ENCRYPTION_KEY: newKey });
-    const again = await run(["keys", "rotate"], after);
+    const again = await runCli(["keys", "rotate"], after);
     expect(again.code).toBe(0);
     expect(again.stdout).toContain("users.mfa_secret: 1 checked, 0 resealed");
     expect(again.stdout).toContain("done: every sealed value is under key");

@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -6,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
 import { loadRagConfig } from "../../src/rag/config.js";
 import { type RagPlugin, startRagPlugin } from "../../src/rag/plugin.js";
+import { runCli } from "../support/cli.js";
 import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -15,29 +15,11 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * as users with different roles. Health data never reaches a user without HIPAA clearance.
  */
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
 const password = "search-plugin-password";
 let server: TestServer;
 let plugin: RagPlugin;
 let dir: string;
 const tokens: Record<string, string> = {};
-
-function runCli(args: string[], env: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", cli, ...args], {
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
-    });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (c: Buffer) => {
-      stdout += c;
-    });
-    child.stderr.on("data", (c: Buffer) => {
-      stderr += c;
-    });
-    child.on("close", (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 function write(path: string, text: string) {
   mkdirSync(join(dir, path, ".."), { recursive: true });
@@ -142,7 +124,8 @@ const paths = (r: Awaited<ReturnType<typeof search>>) =>
 
 describe("retrieval through the operator lane", () => {
   it("ingests folders with the CLI, each with its traits and classification", async () => {
-    const env = { TRAITGATE_URL: server.url, TRAITGATE_TOKEN: tokens.root };
+    const base = { PATH: process.env.PATH, HOME: process.env.HOME };
+    const env = { ...base, TRAITGATE_URL: server.url, TRAITGATE_TOKEN: tokens.root };
     const runs = [
       ["corpus/public", "--classification", "public", "--required-traits", "none"],
       ["corpus/clinical", "--classification", "internal", "--required-traits", "role:clinician"],
@@ -160,6 +143,7 @@ describe("retrieval through the operator lane", () => {
     const stats = await plugin.rag.stats();
     expect(stats.documents).toBe(4);
     const noToken = await runCli(["ingest", join(dir, "corpus/public"), ...publicFlags], {
+      ...base,
       TRAITGATE_URL: server.url,
     });
     expect(noToken.code).toBe(2);
