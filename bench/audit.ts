@@ -9,7 +9,7 @@ import { type LoadResult, runLoad } from "./load.js";
 
 /**
  * The audit writer: events/s with group commit (batches of up to 512 in one transaction) at
- * 1, 64 and 512 concurrent writers, against one transaction per event with the same chaining
+ * 1, 64 and 512 concurrent writers, against one batch per event with the same chaining
  * (the same writer with maxBatch 1), on the embedded database (PGlite in a temporary
  * directory) and on PostgreSQL (BENCH_DATABASE_URL, default the local server, in a schema of
  * its own dropped afterwards; skipped with a note when unreachable).
@@ -49,7 +49,7 @@ async function measure(db: Database, database: string, seconds: number): Promise
   const scenario = async (maxBatch: number, writers: number): Promise<LoadResult> => {
     const writer = createAuditWriter({ db, log: silentLogger, maxBatch });
     try {
-      const name = maxBatch === 1 ? "one transaction per event" : "group commit";
+      const name = maxBatch === 1 ? "one batch per event" : "group commit";
       return await runLoad(name, () => writer.write(decisionEvent(n++)), {
         concurrency: writers,
         seconds,
@@ -146,7 +146,7 @@ export async function benchAudit(seconds: number): Promise<string> {
     .map((row) => `${row.database} ${ratio(row)}×`)
     .join(", ");
   return [
-    "## Audit log: group commit vs one transaction per event",
+    "## Audit log: group commit vs one batch per event",
     "",
     "Each event is chained (advisory lock, read the last hash, sha256) and committed before its",
     "caller's promise resolves; latencies are per event, from write() to commit.",

@@ -1,11 +1,12 @@
 import type { Queryable } from "../storage/index.js";
-import { chainHash, genesisHash, type PreparedEvent } from "./canonical.js";
+import type { PreparedEvent } from "./canonical.js";
 import type { JsonObject } from "./details.js";
 import type { AuditRecord } from "./event.js";
 
 /**
  * pg_advisory_xact_lock key held while a batch is chained and inserted: one fixed value for
- * every traitgate process, so writers sharing a PostgreSQL append to one chain in turn.
+ * every traitgate process, so writers sharing a PostgreSQL append to one chain in turn. The
+ * database function audit_append (migration 0012) takes it; change both together.
  */
 export const auditChainLockKey = 7_283_431_217n;
 
@@ -17,37 +18,21 @@ export interface AppendedEvent {
 }
 
 /**
- * Chains events after the newest stored one and inserts them with one statement. Must run
- * inside a transaction (READ COMMITTED, PostgreSQL's default), on its handle; returns one
- * entry per event, in order.
+ * Appends events to the chain in one statement, which is its own transaction: the database
+ * function audit_append takes the chain's lock, reads the newest hash, chains the events
+ * after it (sha256 over the canonical encodings computed here) and inserts them. One round
+ * trip whatever the batch size; run it outside a transaction, so that the lock is released
+ * as soon as the batch is committed. Returns one entry per event, in order.
  */
 export async function appendBatch(
-  tx: Queryable,
+  db: Queryable,
   events: readonly PreparedEvent[],
 ): Promise<AppendedEvent[]> {
-  await tx.query(`SELECT pg_advisory_xact_lock(${auditChainLockKey})`);
-  // A statement of its own, after the lock: its snapshot sees the previous holder's commit.
-  const last = await tx.query<{ hash: string }>(
-    "SELECT hash FROM audit_events ORDER BY seq DESC LIMIT 1",
-  );
-  let prev = last.rows[0]?.hash ?? genesisHash;
-  const prevHashes: string[] = [];
-  const hashes: string[] = [];
-  for (const event of events) {
-    prevHashes.push(prev);
-    prev = chainHash(prev, event.canonical);
-    hashes.push(prev);
-  }
   const records = events.map((event) => event.record);
-
-  // One multi-row INSERT with a fixed text: eleven arrays, whatever the batch size.
-  const { rows } = await tx.query<{ id: string; seq: string }>(
-    `INSERT INTO audit_events
-       (id, occurred_at, actor_type, actor_id, action, target, outcome, request_id, details,
-        prev_hash, hash)
-     SELECT * FROM unnest($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[],
-       $6::text[], $7::text[], $8::text[], $9::jsonb[], $10::text[], $11::text[])
-     RETURNING id::text AS id, seq`,
+  const { rows } = await db.query<{ event_id: string; event_seq: string; event_hash: string }>(
+    `SELECT event_id, event_seq, event_hash
+     FROM audit_append($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[],
+       $6::text[], $7::text[], $8::text[], $9::jsonb[], $10::text[])`,
     [
       records.map((r) => r.id),
       records.map((r) => r.occurredAt),
@@ -58,22 +43,22 @@ export async function appendBatch(
       records.map((r) => r.outcome),
       records.map((r) => r.requestId),
       events.map((event) => event.detailsJson),
-      prevHashes,
-      hashes,
+      events.map((event) => event.canonical),
     ],
   );
 
   // seq must follow the chain; identity values are drawn in row order, which this checks
-  // rather than assumes (a failure rolls the batch back).
-  const seqById = new Map(rows.map((row) => [row.id, row.seq]));
+  // rather than assumes (the batch is committed by then: a failure here is reported to its
+  // callers, and `traitgate audit verify` would name the break).
+  const byId = new Map(rows.map((row) => [row.event_id, row]));
   let previousSeq = -1n;
-  return records.map((record, i) => {
-    const seq = seqById.get(record.id);
-    if (seq === undefined || BigInt(seq) <= previousSeq) {
+  return records.map((record) => {
+    const row = byId.get(record.id);
+    if (row === undefined || BigInt(row.event_seq) <= previousSeq) {
       throw new Error("audit_events: seq values were not assigned in chain order");
     }
-    previousSeq = BigInt(seq);
-    return { id: record.id, seq, hash: hashes[i] ?? "" };
+    previousSeq = BigInt(row.event_seq);
+    return { id: record.id, seq: String(row.event_seq), hash: row.event_hash };
   });
 }
 

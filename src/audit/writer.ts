@@ -62,9 +62,9 @@ export const defaultMaxQueued = 50_000;
 
 /**
  * The audit log's writer, shared by every area: group commit. Events written while a batch
- * is being committed wait in a queue; the next transaction takes up to maxBatch of them,
- * chains them after the newest stored event under an advisory lock, and inserts them with
- * one statement.
+ * is being committed wait in a queue; the next batch takes up to maxBatch of them and
+ * appends them with one statement (its own transaction), which chains them after the
+ * newest stored event under an advisory lock.
  */
 export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
   const { db, log } = options;
@@ -99,11 +99,9 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     stats.largestBatch = Math.max(stats.largestBatch, batch.length);
     let appended: AppendedEvent[];
     try {
-      appended = await db.transaction((tx) =>
-        appendBatch(
-          tx,
-          batch.map((pending) => pending.event),
-        ),
+      appended = await appendBatch(
+        db,
+        batch.map((pending) => pending.event),
       );
     } catch (err) {
       stats.failedTransactions++;

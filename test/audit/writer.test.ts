@@ -64,6 +64,31 @@ describe.each(databaseTargets())("audit writer on $name", (target) => {
     expect(await verifyAuditChain(db)).toMatchObject({ ok: true, count: 200 });
   });
 
+  it("commits a batch in one statement, not a transaction of several round trips", async () => {
+    const statements: string[] = [];
+    const counting: Database = Object.create(db, {
+      query: {
+        value: (sql: string, params?: readonly unknown[]) => {
+          statements.push(sql);
+          return db.query(sql, params);
+        },
+      },
+      transaction: {
+        value: (fn: Parameters<Database["transaction"]>[0]) => {
+          statements.push("BEGIN");
+          return db.transaction(fn);
+        },
+      },
+    });
+    const writer = createAuditWriter({ db: counting, log: silentLogger });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => writer.write(sampleEvent(i))));
+    expect(writer.stats()).toMatchObject({ transactions: 1, events: 20 });
+    expect(statements).toHaveLength(1);
+    expect(statements[0]).toMatch(/audit_append/);
+    expect(await verifyAuditChain(db)).toMatchObject({ ok: true, count: 20 });
+    await writer.close();
+  });
+
   it("refuses writes at once beyond maxQueued waiting events, and commits the rest", async () => {
     const writer = createAuditWriter({ db, log: silentLogger, maxQueued: 10 });
     const results = await Promise.allSettled(
