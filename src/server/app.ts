@@ -22,6 +22,7 @@ import { file_google_rpc_error_details } from "../../gen/google/rpc/error_detail
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
 import { clientAddressKey } from "./context.js";
+import { isPlainGrpc, serveGrpcUnary } from "./grpc-unary.js";
 import { type HealthChecker, registerHealth } from "./health.js";
 import {
   type ApiKeyVerifier,
@@ -34,6 +35,7 @@ import {
 } from "./interceptors.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
 import { createRestTranscoder } from "./transcoder/index.js";
+import { UnaryMethods } from "./unary.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
 export type NodeResponse = ServerResponse | Http2ServerResponse;
@@ -98,21 +100,27 @@ export function createApp(options: AppOptions): {
   for (const m of modules) for (const [k, v] of m.authRules) authRules.set(k, v);
   const services = modules.flatMap((m) => m.services);
 
-  const router = createConnectRouter({
-    interceptors: [
-      createRequestInterceptor(log),
-      createAuthInterceptor({
-        authenticator: options.authenticator,
-        rules: authRules,
-        ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
-        onRefused: refusalRecorder(modules, options.onRefused),
-      }),
-      createValidateInterceptor(),
-    ],
-    readMaxBytes: options.maxBodyBytes,
-    acceptCompression: [compressionGzip, compressionBrotli],
-    jsonOptions: { ignoreUnknownFields: false },
-  });
+  const interceptors = [
+    createRequestInterceptor(log),
+    createAuthInterceptor({
+      authenticator: options.authenticator,
+      rules: authRules,
+      ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
+      onRefused: refusalRecorder(modules, options.onRefused),
+    }),
+    createValidateInterceptor(),
+  ];
+  // Unary methods are also called in process (gRPC's fast path, REST) behind the same
+  // interceptors: the recording router registers on Connect's and keeps them.
+  const unary = new UnaryMethods(interceptors);
+  const router = unary.recording(
+    createConnectRouter({
+      interceptors,
+      readMaxBytes: options.maxBodyBytes,
+      acceptCompression: [compressionGzip, compressionBrotli],
+      jsonOptions: { ignoreUnknownFields: false },
+    }),
+  );
   for (const m of modules) m.register(router);
   // Clients decode error details (ErrorInfo, Violations) through reflection too.
   registerReflection(router, services, [file_google_rpc_error_details, file_buf_validate_validate]);
@@ -127,7 +135,7 @@ export function createApp(options: AppOptions): {
   const handlers = router.handlers;
   const byPath = new Map<string, UniversalHandler>(handlers.map((h) => [h.requestPath, h]));
   const rest = createRestTranscoder({
-    handlers,
+    methods: unary,
     registry: createRegistry(
       file_google_rpc_error_details,
       // Error bodies of operator plugins travel as Struct details.
@@ -144,6 +152,16 @@ export function createApp(options: AppOptions): {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     const handler = byPath.get(path);
     if (handler !== undefined) {
+      const spec = isPlainGrpc(req) ? unary.get(path) : undefined;
+      if (spec !== undefined) {
+        void serveGrpcUnary(spec, req as Http2ServerRequest, res as Http2ServerResponse, {
+          methods: unary,
+          maxBodyBytes: options.maxBodyBytes,
+          contextValues: contextValues(req),
+          log,
+        });
+        return;
+      }
       const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues(req));
       handler(uReq)
         .then((uRes) => universalResponseToNodeResponse(uRes, res))

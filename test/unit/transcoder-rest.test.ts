@@ -22,6 +22,7 @@ import {
   TranscodingTestService,
 } from "../../gen/traitgate/testing/v1/transcoding_pb.js";
 import { createRestTranscoder } from "../../src/server/transcoder/index.js";
+import { UnaryMethods } from "../../src/server/unary.js";
 
 const clientKey = createContextKey("", { description: "test client" });
 const maxBodyBytes = 1024;
@@ -33,7 +34,8 @@ const tagRpc: Interceptor = (next) => async (req) => {
   return res;
 };
 
-const router = createConnectRouter({ interceptors: [tagRpc] }).service(TranscodingTestService, {
+const methods = new UnaryMethods([tagRpc]);
+methods.recording(createConnectRouter({ interceptors: [tagRpc] })).service(TranscodingTestService, {
   getShelf: (request) => ({ request }),
   getDefaultShelf: (request) => ({ request }),
   browseShelf: (request) => ({ request }),
@@ -68,7 +70,7 @@ const router = createConnectRouter({ interceptors: [tagRpc] }).service(Transcodi
 });
 
 const rest = createRestTranscoder({
-  handlers: router.handlers,
+  methods,
   registry: createRegistry(file_google_rpc_error_details),
   maxBodyBytes,
   contextValues: (req) =>

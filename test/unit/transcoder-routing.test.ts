@@ -5,6 +5,7 @@ import { TranscodingTestService } from "../../gen/traitgate/testing/v1/transcodi
 import { listRestRoutes } from "../../src/server/transcoder/index.js";
 import { parsePathTemplate, variableValue } from "../../src/server/transcoder/path-template.js";
 import { RouteTrie } from "../../src/server/transcoder/route-trie.js";
+import { UnaryMethods } from "../../src/server/unary.js";
 
 describe("parsePathTemplate", () => {
   it("parses literals, wildcards, variables with patterns and a verb", () => {
@@ -104,8 +105,9 @@ describe("RouteTrie", () => {
 
 describe("listRestRoutes", () => {
   it("lists the bindings of the identity service", () => {
-    const router = createConnectRouter().service(IdentityService, {});
-    expect(listRestRoutes(router.handlers)).toEqual([
+    const methods = new UnaryMethods([]);
+    methods.recording(createConnectRouter()).service(IdentityService, {});
+    expect(listRestRoutes(methods)).toEqual([
       {
         method: "POST",
         template: "/auth/login",
@@ -165,8 +167,9 @@ describe("listRestRoutes", () => {
   });
 
   it("includes additional bindings", () => {
-    const router = createConnectRouter().service(TranscodingTestService, {});
-    const routes = listRestRoutes(router.handlers);
+    const methods = new UnaryMethods([]);
+    methods.recording(createConnectRouter()).service(TranscodingTestService, {});
+    const routes = listRestRoutes(methods);
     const rpc = "traitgate.testing.v1.TranscodingTestService.CreateBook";
     expect(routes.filter((r) => r.rpc === rpc)).toEqual([
       { method: "POST", template: "/v1/shelves/{shelf}/books", rpc },

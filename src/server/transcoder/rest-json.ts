@@ -1,7 +1,6 @@
 import {
   create,
   type DescMessage,
-  fromBinary,
   fromJson,
   type JsonValue,
   type Message,
@@ -142,12 +141,11 @@ export function buildRequestMessage(
 }
 
 /**
- * The REST response body for a handler's binary response: proto JSON with
+ * The REST response body for a handler's response message: proto JSON with
  * proto field names and default values emitted, or only the field named by
  * HttpRule.response_body.
  */
-export function responseJson(route: Route, bytes: Uint8Array, registry: Registry): string {
-  const message = fromBinary(route.output, bytes);
+export function responseJson(route: Route, message: Message, registry: Registry): string {
   const json = toJson(route.output, message, {
     useProtoFieldName: true,
     alwaysEmitImplicit: true,

@@ -1,7 +1,7 @@
 import { type DescField, type DescMessage, getOption, hasOption } from "@bufbuild/protobuf";
-import type { UniversalHandler } from "@connectrpc/connect/protocol";
 import { http } from "../../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../../gen/google/api/http_pb.js";
+import type { UnarySpec } from "../unary.js";
 import { FieldIndex, type FieldTarget, fieldPathKey } from "./fields.js";
 import { type PathTemplate, parsePathTemplate, type Variable } from "./path-template.js";
 
@@ -21,7 +21,8 @@ export interface Route {
   rpc: string;
   httpMethod: string;
   template: PathTemplate;
-  handler: UniversalHandler;
+  /** The method and its implementation, called in process behind the router's interceptors. */
+  spec: UnarySpec;
   input: DescMessage;
   output: DescMessage;
   body: BodyRule;
@@ -35,9 +36,9 @@ export interface Route {
 }
 
 /** The HTTP bindings of a method's `google.api.http` option, additional bindings included. */
-function bindingsOf(handler: UniversalHandler): HttpRule[] {
-  if (!hasOption(handler.method, http)) return [];
-  const rule = getOption(handler.method, http);
+function bindingsOf(spec: UnarySpec): HttpRule[] {
+  if (!hasOption(spec.method, http)) return [];
+  const rule = getOption(spec.method, http);
   return [rule, ...rule.additionalBindings];
 }
 
@@ -76,15 +77,14 @@ function pathBinding(
   return { variable, name, target: resolved.target };
 }
 
-/** The REST routes of the unary handlers, in handler and binding order. */
-export function buildRoutes(handlers: readonly UniversalHandler[]): Route[] {
+/** The REST routes of the unary methods, in registration and binding order. */
+export function buildRoutes(specs: readonly UnarySpec[]): Route[] {
   const routes: Route[] = [];
   const index = new FieldIndex();
-  for (const handler of handlers) {
-    const method = handler.method;
-    if (method.methodKind !== "unary") continue;
-    const rpc = `${handler.service.typeName}.${method.name}`;
-    const rules = bindingsOf(handler);
+  for (const spec of specs) {
+    const method = spec.method;
+    const rpc = `${method.parent.typeName}.${method.name}`;
+    const rules = bindingsOf(spec);
     if (rules.length > 0) index.add(method.input);
     for (const rule of rules) {
       const mp = methodAndPath(rule);
@@ -103,7 +103,7 @@ export function buildRoutes(handlers: readonly UniversalHandler[]): Route[] {
         rpc,
         httpMethod: mp.httpMethod,
         template,
-        handler,
+        spec,
         input: method.input,
         output: method.output,
         body,

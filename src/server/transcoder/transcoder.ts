@@ -1,10 +1,9 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { type Registry, toBinary } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
-import type { UniversalHandler, UniversalServerResponse } from "@connectrpc/connect/protocol";
-import { codeFromHttpStatus, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
+import type { Registry } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ContextValues, createContextValues } from "@connectrpc/connect";
 import type { Logger } from "../../log.js";
+import type { UnaryMethods, UnaryOutcome } from "../unary.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
   connectErrorResponse,
@@ -21,8 +20,11 @@ type NodeRequest = IncomingMessage | Http2ServerRequest;
 type NodeResponse = ServerResponse | Http2ServerResponse;
 
 export interface RestTranscoderOptions {
-  /** The handlers of a ConnectRouter (createConnectRouter(...).handlers): the same handlers and interceptors that serve gRPC/Connect. */
-  handlers: readonly UniversalHandler[];
+  /**
+   * The router's unary methods (UnaryMethods.recording): the same implementations and
+   * interceptors that serve gRPC and Connect, called in process with the request message.
+   */
+  methods: UnaryMethods;
   /** Registry of all message types (for Any/error details to JSON). */
   registry: Registry;
   /** Request bodies larger than this answer 413. */
@@ -60,7 +62,7 @@ function isProtocolHeader(name: string): boolean {
   );
 }
 
-/** The incoming headers a handler sees, as for a Connect unary call with a binary body. */
+/** The incoming headers a handler sees: the request's, without those of the HTTP exchange. */
 function handlerHeaders(req: NodeRequest): Headers {
   const header = new Headers();
   for (const [name, value] of Object.entries(req.headers)) {
@@ -73,18 +75,14 @@ function handlerHeaders(req: NodeRequest): Headers {
       }
     }
   }
-  header.set("content-type", "application/proto");
-  header.set("connect-protocol-version", "1");
   return header;
 }
 
-/** The handler's response headers and Connect unary trailers (`trailer-` prefixed) for the REST answer. */
-function answerHeaders(response: UniversalServerResponse): OutgoingHttpHeaders {
+/** The handler's response headers and trailers, as the REST answer's headers. */
+function answerHeaders(sources: readonly Headers[]): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = {};
-  for (const source of [response.header, response.trailer]) {
-    if (source === undefined) continue;
-    for (const [key, value] of source) {
-      const name = key.startsWith("trailer-") ? key.slice("trailer-".length) : key;
+  for (const source of sources) {
+    for (const [name, value] of source) {
       if (isProtocolHeader(name) || name === "set-cookie") continue;
       const prior = out[name];
       out[name] = prior === undefined ? value : `${String(prior)}, ${value}`;
@@ -93,17 +91,6 @@ function answerHeaders(response: UniversalServerResponse): OutgoingHttpHeaders {
     if (cookies.length > 0) out["set-cookie"] = cookies;
   }
   return out;
-}
-
-async function collect(body: AsyncIterable<Uint8Array> | undefined): Promise<Uint8Array> {
-  if (body === undefined) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  for await (const chunk of body) chunks.push(chunk);
-  return Buffer.concat(chunks);
-}
-
-async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
-  yield bytes;
 }
 
 function send(res: NodeResponse, status: number, headers: OutgoingHttpHeaders, body: string): void {
@@ -132,6 +119,10 @@ function sendError(
     if (err.status === 413 && req.httpVersionMajor === 1) answer.headers.connection = "close";
   } else if (err instanceof ConnectError) {
     answer = connectErrorResponse(err, registry);
+    // What the interceptors attached to the error (x-request-id), as on gRPC's trailers.
+    const metadata: Record<string, string> = {};
+    for (const [name, value] of err.metadata) if (!isProtocolHeader(name)) metadata[name] = value;
+    answer.headers = { ...metadata, ...answer.headers };
   } else {
     log?.error({ err, path: req.url?.split("?", 1)[0] }, "REST transcoding failed");
     answer = internalErrorResponse();
@@ -139,28 +130,28 @@ function sendError(
   send(res, answer.status, answer.headers, answer.body);
 }
 
-/** Calls the route's handler in process, as a Connect unary call with a binary body. */
-async function invoke(
+/** Calls the route's method in process with the request message, behind the router's interceptors. */
+function invoke(
   route: Route,
   req: NodeRequest,
   res: NodeResponse,
-  request: Uint8Array,
+  message: Parameters<UnaryMethods["invoke"]>[1],
   options: RestTranscoderOptions,
-): Promise<UniversalServerResponse> {
+): Promise<UnaryOutcome> {
   const abort = new AbortController();
-  res.once("close", () =>
-    abort.abort(new ConnectError("the client closed the request", Code.Canceled)),
-  );
+  res.once("close", () => {
+    if (!res.writableFinished) {
+      abort.abort(new ConnectError("the client closed the request", Code.Canceled));
+    }
+  });
   const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
-  return route.handler({
-    httpVersion: req.httpVersion,
-    method: "POST",
-    url: `${encrypted ? "https" : "http"}://${String(authority)}${route.handler.requestPath}`,
-    header: handlerHeaders(req),
-    body: once(request),
+  return options.methods.invoke(route.spec, message, {
+    protocolName: "rest",
+    requestHeader: handlerHeaders(req),
+    url: `${encrypted ? "https" : "http"}://${String(authority)}/${route.spec.method.parent.typeName}/${route.spec.method.name}`,
     signal: abort.signal,
-    contextValues: options.contextValues?.(req),
+    contextValues: options.contextValues?.(req) ?? createContextValues(),
   });
 }
 
@@ -193,22 +184,13 @@ async function serve(
     route.body.kind === "none" ? undefined : await readJsonBody(req, options.maxBodyBytes);
   const query = q < 0 ? "" : url.slice(q + 1);
   const message = buildRequestMessage(route, body, match.segments, query, options.registry);
-  const response = await invoke(route, req, res, toBinary(route.input, message), options);
-  const bytes = await collect(response.body);
-  const headers = answerHeaders(response);
-  if (response.status === 200) {
-    send(res, 200, headers, responseJson(route, bytes, options.registry));
-    return;
-  }
-  const fallback = new ConnectError(`HTTP ${response.status}`, codeFromHttpStatus(response.status));
-  let err: ConnectError;
-  try {
-    err = errorFromJsonBytes(bytes, undefined, fallback);
-  } catch {
-    err = fallback;
-  }
-  const answer = connectErrorResponse(err, options.registry);
-  send(res, answer.status, { ...headers, ...answer.headers }, answer.body);
+  const outcome = await invoke(route, req, res, message, options);
+  send(
+    res,
+    200,
+    answerHeaders([outcome.header, outcome.trailer]),
+    responseJson(route, outcome.message, options.registry),
+  );
 }
 
 /**
@@ -219,7 +201,7 @@ async function serve(
  */
 export function createRestTranscoder(options: RestTranscoderOptions): RestHandler {
   const trie = new RouteTrie<Route>();
-  for (const route of buildRoutes(options.handlers))
+  for (const route of buildRoutes(options.methods.specs()))
     trie.add(route.template, route.httpMethod, route);
   return (req, res) => {
     serve(trie, req, res, options).catch((err: unknown) =>
@@ -230,9 +212,9 @@ export function createRestTranscoder(options: RestTranscoderOptions): RestHandle
 
 /** The route table, for docs and tests. */
 export function listRestRoutes(
-  handlers: readonly UniversalHandler[],
+  methods: UnaryMethods,
 ): { method: string; template: string; rpc: string }[] {
-  return buildRoutes(handlers).map((r) => ({
+  return buildRoutes(methods.specs()).map((r) => ({
     method: r.httpMethod,
     template: r.template.source,
     rpc: r.rpc,

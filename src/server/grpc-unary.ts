@@ -1,0 +1,184 @@
+import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
+import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
+import type { Logger } from "../log.js";
+import type { UnaryMethods, UnarySpec } from "./unary.js";
+
+/**
+ * gRPC unary calls, served without Connect's streaming pipeline: read the one
+ * length-prefixed message, decode it, run the method behind the router's
+ * interceptors (UnaryMethods), answer with one message and the status in
+ * trailers. The same errors, headers and trailers reach the client as through
+ * Connect's gRPC handler; what this path does not take (compressed requests,
+ * gRPC over HTTP/1.1, JSON codec, streaming methods, gRPC-Web, Connect) stays
+ * with Connect.
+ */
+
+const contentType = "application/grpc+proto";
+
+/** Whether a request to a unary method's path is plain gRPC this path serves. */
+export function isPlainGrpc(req: {
+  httpVersionMajor: number;
+  method?: string | undefined;
+  headers: Record<string, string | string[] | undefined>;
+}): boolean {
+  if (req.httpVersionMajor !== 2 || req.method !== "POST") return false;
+  const type = req.headers["content-type"];
+  if (type !== "application/grpc" && type !== contentType) return false;
+  const encoding = req.headers["grpc-encoding"];
+  return encoding === undefined || encoding === "identity";
+}
+
+export interface GrpcUnaryOptions {
+  methods: UnaryMethods;
+  /** Largest request message; larger ones answer RESOURCE_EXHAUSTED, as Connect's readMaxBytes. */
+  maxBodyBytes: number;
+  contextValues: ContextValues;
+  log: Logger;
+}
+
+/** The request's metadata for the handler: every header but HTTP/2's pseudo-headers. */
+function requestHeader(req: Http2ServerRequest): Headers {
+  const header = new Headers();
+  const raw = req.rawHeaders;
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] ?? "";
+    if (name.startsWith(":")) continue;
+    try {
+      header.append(name, raw[i + 1] ?? "");
+    } catch {
+      // a value fetch's Headers refuses: the handler does not need it
+    }
+  }
+  return header;
+}
+
+/** The whole request body, or a ConnectError once it is longer than `limit` bytes. */
+function readBody(req: Http2ServerRequest, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        req.off("data", onData);
+        reject(
+          new ConnectError(
+            `message size is larger than configured readMaxBytes ${limit - 5}`,
+            Code.ResourceExhausted,
+          ),
+        );
+        return;
+      }
+      chunks.push(chunk);
+    };
+    req.on("data", onData);
+    req.once("end", () =>
+      resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks)),
+    );
+    req.once("error", reject);
+  });
+}
+
+/** The one message of a unary request body (5-byte envelope prefix, then the message). */
+function singleMessage(body: Buffer): Uint8Array {
+  if (body.length === 0) {
+    throw new ConnectError(
+      "protocol error: missing input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  if (body.length < 5)
+    throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  const flags = body[0] ?? 0;
+  const length = body.readUInt32BE(1);
+  if (flags & 0b1) {
+    throw new ConnectError(
+      "received compressed envelope, but do not know how to decompress",
+      Code.Internal,
+    );
+  }
+  if (flags !== 0) throw new ConnectError("protocol error: invalid envelope flags", Code.Internal);
+  if (body.length < 5 + length) {
+    throw new ConnectError("protocol error: incomplete envelope", Code.InvalidArgument);
+  }
+  if (body.length > 5 + length) {
+    throw new ConnectError(
+      "protocol error: received extra input message for unary method",
+      Code.Unimplemented,
+    );
+  }
+  return body.subarray(5);
+}
+
+function headersObject(...sources: Headers[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const source of sources) for (const [name, value] of source) out[name] = value;
+  return out;
+}
+
+/** Answers with no message: headers, then the status in trailers (as Connect's handler does). */
+function sendStatus(res: Http2ServerResponse, error: ConnectError): void {
+  if (res.headersSent || res.destroyed) return;
+  res.writeHead(200, { "content-type": contentType });
+  res.addTrailers(headersObject(setTrailerStatus(new Headers(), error)));
+  res.end();
+}
+
+export async function serveGrpcUnary(
+  spec: UnarySpec,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+  options: GrpcUnaryOptions,
+): Promise<void> {
+  const abort = new AbortController();
+  res.once("close", () => {
+    if (!res.writableFinished) {
+      abort.abort(new ConnectError("the client closed the request", Code.Canceled));
+    }
+  });
+  try {
+    const timeout = parseTimeout(
+      (req.headers["grpc-timeout"] as string | undefined) ?? null,
+      Number.MAX_SAFE_INTEGER,
+    );
+    if (timeout.error) throw timeout.error;
+    const bytes = singleMessage(await readBody(req, options.maxBodyBytes + 5));
+    let input: ReturnType<typeof fromBinary>;
+    try {
+      input = fromBinary(spec.method.input, bytes);
+    } catch (err) {
+      throw new ConnectError(
+        `parse binary: ${err instanceof Error ? err.message : String(err)}`,
+        Code.Internal,
+      );
+    }
+    const authority = req.headers[":authority"] ?? "localhost";
+    const outcome = await options.methods.invoke(spec, input, {
+      protocolName: "grpc",
+      requestHeader: requestHeader(req),
+      url: `http://${authority}${req.url}`,
+      signal: abort.signal,
+      timeoutMs: timeout.timeoutMs,
+      contextValues: options.contextValues,
+    });
+    if (res.destroyed) return;
+    const message = toBinary(spec.method.output, outcome.message);
+    const frame = Buffer.allocUnsafe(5 + message.length);
+    frame[0] = 0;
+    frame.writeUInt32BE(message.length, 1);
+    frame.set(message, 5);
+    res.writeHead(200, { ...headersObject(outcome.header), "content-type": contentType });
+    res.addTrailers({ ...headersObject(outcome.trailer), "grpc-status": "0" });
+    res.end(frame);
+  } catch (err) {
+    if (err instanceof ConnectError) {
+      sendStatus(res, err);
+      return;
+    }
+    // Interceptors map every error of a call; what arrives here is this adapter's own.
+    options.log.error({ err, rpc: req.url }, "gRPC call failed");
+    sendStatus(res, new ConnectError("internal error", Code.Internal));
+  }
+}

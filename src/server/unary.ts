@@ -1,0 +1,137 @@
+import type { DescMessage, MessageShape } from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  type ConnectRouter,
+  type ContextValues,
+  createHandlerContext,
+  createServiceImplSpec,
+  type Interceptor,
+  type MethodImplSpec,
+} from "@connectrpc/connect";
+import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
+
+/** A unary method as registered on the router: its descriptor and implementation. */
+export type UnarySpec = MethodImplSpec<DescMessage, DescMessage> & { kind: "unary" };
+
+/** What a protocol adapter knows about a call before it hands over the request message. */
+export interface UnaryCallInit {
+  /** "grpc" or "rest": what the call arrived as (HandlerContext.protocolName). */
+  protocolName: string;
+  /** The request's metadata as the handlers see it (protocol headers left out). */
+  requestHeader: Headers;
+  url: string;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** The caller's deadline, if it sent one. */
+  timeoutMs?: number | undefined;
+  contextValues: ContextValues;
+}
+
+export interface UnaryOutcome {
+  message: MessageShape<DescMessage>;
+  /** Response headers and trailers set by the implementation and the interceptors. */
+  header: Headers;
+  trailer: Headers;
+}
+
+/** The reason given to a finished call's signal: preallocated, so finishing costs no stack trace. */
+const finished = new ConnectError("the call has finished", Code.Canceled);
+
+/**
+ * The unary methods of every service registered on a router, callable in process
+ * with a request message: the same implementations behind the same interceptors
+ * (in the same order) as the router's handlers, without a wire protocol in between.
+ *
+ * Connect's handlers run every call, unary ones included, through a pipeline of
+ * async iterables built for streaming; the protocol adapters that use this
+ * (`src/server/grpc-unary.ts` for gRPC, the REST transcoder) only parse the
+ * request and write the answer, and everything a handler can observe (context
+ * values, headers, deadline, signal, errors) is what Connect gives it.
+ */
+export class UnaryMethods {
+  readonly #byPath = new Map<string, UnarySpec>();
+
+  constructor(private readonly interceptors: readonly Interceptor[]) {}
+
+  /**
+   * A router that registers on `router` and also records each service's unary
+   * methods here. Give it to the modules' `register` in place of the router.
+   */
+  recording(router: ConnectRouter): ConnectRouter {
+    const byPath = this.#byPath;
+    const recording: ConnectRouter = {
+      get handlers() {
+        return router.handlers;
+      },
+      service(service, implementation, options) {
+        if (options !== undefined) {
+          // Per-service options (interceptors, limits) are not applied by the in-process
+          // path; nothing registers any, and this refuses rather than ignores them.
+          throw new Error(
+            `service ${service.typeName}: per-service router options are not supported`,
+          );
+        }
+        router.service(service, implementation);
+        const spec = createServiceImplSpec(service, implementation);
+        for (const method of Object.values(spec.methods)) {
+          if (method.kind === "unary") {
+            byPath.set(`/${service.typeName}/${method.method.name}`, method as UnarySpec);
+          }
+        }
+        return recording;
+      },
+      rpc(method) {
+        throw new Error(
+          `rpc ${method.parent.typeName}/${method.name}: register whole services (router.service)`,
+        );
+      },
+    };
+    return recording;
+  }
+
+  /** The unary method served at `/<package.Service>/<Method>`, if there is one. */
+  get(path: string): UnarySpec | undefined {
+    return this.#byPath.get(path);
+  }
+
+  /** Every recorded unary method, in registration order. */
+  specs(): UnarySpec[] {
+    return [...this.#byPath.values()];
+  }
+
+  /**
+   * Runs the method's interceptors and implementation. Resolves with the response
+   * message and the headers and trailers to send; rejects with what the interceptors
+   * let through (the request interceptor maps every error to a ConnectError).
+   */
+  async invoke(
+    spec: UnarySpec,
+    input: MessageShape<DescMessage>,
+    init: UnaryCallInit,
+  ): Promise<UnaryOutcome> {
+    const context = createHandlerContext({
+      ...spec,
+      service: spec.method.parent,
+      requestMethod: "POST",
+      protocolName: init.protocolName,
+      timeoutMs: init.timeoutMs,
+      requestSignal: init.signal,
+      requestHeader: init.requestHeader,
+      url: init.url,
+      contextValues: init.contextValues,
+    });
+    try {
+      const message = await invokeUnaryImplementation(
+        spec,
+        context,
+        input,
+        this.interceptors as Interceptor[],
+      );
+      return { message, header: context.responseHeader, trailer: context.responseTrailer };
+    } finally {
+      // Stops the deadline timer and tells anything still listening that the call is over.
+      context.abort(finished);
+    }
+  }
+}
