@@ -2,14 +2,14 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { connect } from "node:http2";
-import { createServer, connect as netConnect } from "node:net";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { create, toBinary } from "@bufbuild/protobuf";
 import pg from "pg";
 import { CallRequestSchema } from "../gen/traitgate/gateway/v1/gateway_pb.js";
+import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { formatResults, type LoadResult, runLoad } from "./load.js";
 
 /**
@@ -140,48 +140,27 @@ function poster(port: number, concurrency: number) {
   return { post, close: () => agent.destroy() };
 }
 
-/** A minimal gRPC client over one h2c session (framing by hand, so the server is what is measured). */
+/** GatewayService.Call over the minimal gRPC client, the request framed once. */
 function grpcCaller(url: string) {
-  const { hostname, port } = new URL(url);
-  const session = connect(url, {
-    createConnection: () => netConnect({ host: hostname, port: Number(port), noDelay: true }),
-  });
-  const message = toBinary(
-    CallRequestSchema,
-    create(CallRequestSchema, {
-      pluginId: "echo",
-      operation: "rag_query",
-      callerPlugin: "ai-core",
-      payload,
-    }),
+  const client = rawGrpcClient(url);
+  const frame = grpcFrame(
+    toBinary(
+      CallRequestSchema,
+      create(CallRequestSchema, {
+        pluginId: "echo",
+        operation: "rag_query",
+        callerPlugin: "ai-core",
+        payload,
+      }),
+    ),
   );
-  const frame = Buffer.alloc(5 + message.length);
-  frame.writeUInt32BE(message.length, 1);
-  frame.set(message, 5);
-  const call = (token: string) =>
-    new Promise<number>((resolve, reject) => {
-      const stream = session.request({
-        ":method": "POST",
-        ":path": "/traitgate.gateway.v1.GatewayService/Call",
-        "content-type": "application/grpc",
-        te: "trailers",
-        authorization: `Bearer ${token}`,
-      });
-      let size = 0;
-      let status: string | undefined;
-      stream.on("data", (c: Buffer) => {
-        size += c.length;
-      });
-      stream.on("trailers", (t) => {
-        status = String(t["grpc-status"]);
-      });
-      stream.on("error", reject);
-      stream.on("end", () =>
-        status === "0" ? resolve(size) : reject(new Error(`grpc-status ${status}`)),
-      );
-      stream.end(frame);
+  const call = async (token: string) => {
+    const answer = await client.call("/traitgate.gateway.v1.GatewayService/Call", frame, {
+      authorization: `Bearer ${token}`,
     });
-  return { call, close: () => session.close() };
+    return answer.length;
+  };
+  return { call, close: () => client.close() };
 }
 
 /** Checks that a reply is the plugin's rag_query answer (5 items of 1500 characters). */

@@ -2,11 +2,10 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { connect } from "node:http2";
-import { connect as netConnect } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { compareLoginWithTotp } from "./identity-mfa.js";
 import { formatResults, type LoadResult, runLoad } from "./load.js";
 
@@ -84,43 +83,16 @@ function httpGetter(url: string, concurrency: number) {
     });
 }
 
-/**
- * A minimal gRPC client over one h2c session: an empty request message, and
- * the answer checked by its grpc-status and first bytes. Client-side cost is
- * kept far below a full client library's, so the server is what is measured.
- */
+/** gRPC calls with an empty request message; the answer checked by its first bytes. */
 function grpcCaller(url: string) {
-  const { hostname, port } = new URL(url);
-  const session = connect(url, {
-    createConnection: () => netConnect({ host: hostname, port: Number(port), noDelay: true }),
-  });
-  const emptyMessage = Buffer.alloc(5);
-  return (path: string, headers: Record<string, string> = {}, expectPrefix?: Buffer) =>
-    new Promise<void>((resolve, reject) => {
-      const stream = session.request({
-        ":method": "POST",
-        ":path": path,
-        "content-type": "application/grpc",
-        te: "trailers",
-        ...headers,
-      });
-      const chunks: Buffer[] = [];
-      let status: string | undefined;
-      stream.on("data", (c: Buffer) => chunks.push(c));
-      stream.on("trailers", (t) => {
-        status = String(t["grpc-status"]);
-      });
-      stream.on("error", reject);
-      stream.on("end", () => {
-        const body = Buffer.concat(chunks);
-        if (status !== "0") return reject(new Error(`grpc-status ${status}`));
-        if (expectPrefix && !body.subarray(5, 5 + expectPrefix.length).equals(expectPrefix)) {
-          return reject(new Error("unexpected answer"));
-        }
-        resolve();
-      });
-      stream.end(emptyMessage);
-    });
+  const client = rawGrpcClient(url);
+  const emptyMessage = grpcFrame(new Uint8Array(0));
+  return async (path: string, headers: Record<string, string> = {}, expectPrefix?: Buffer) => {
+    const answer = await client.call(path, emptyMessage, headers);
+    if (expectPrefix && !answer.subarray(0, expectPrefix.length).equals(expectPrefix)) {
+      throw new Error("unexpected answer");
+    }
+  };
 }
 
 function httpPost(url: string) {

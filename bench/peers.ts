@@ -9,6 +9,11 @@ export interface CerbosPeer {
   version: string;
   unary(i: number): Promise<boolean>;
   batch(indices: readonly number[]): Promise<boolean[]>;
+  /** unary(i) over the minimal gRPC client (bench/grpc-client.ts), encoded beforehand. */
+  rawUnary(i: number): Promise<boolean>;
+  /** Batch b of those given to prepareBatches, over the minimal gRPC client. */
+  rawBatch(b: number): Promise<boolean[]>;
+  prepareBatches(groups: readonly (readonly number[])[]): void;
   close(): Promise<void>;
 }
 

@@ -1,9 +1,17 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { pathToFileURL } from "node:url";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
-import { PolicyService } from "../gen/traitgate/policy/v1/policy_pb.js";
+import {
+  EvaluateBatchRequestSchema,
+  EvaluateBatchResponseSchema,
+  EvaluateRequestSchema,
+  EvaluateResponseSchema,
+  PolicyService,
+} from "../gen/traitgate/policy/v1/policy_pb.js";
 import type { AuditWriterStats } from "../src/audit/index.js";
+import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { type LoadResult, runLoad } from "./load.js";
 import { type CerbosPeer, loadPeers } from "./peers.js";
 import {
@@ -22,6 +30,11 @@ import {
  * Cerbos's CheckResources with one resource (unary) and with 50 resources of one principal
  * (batch). Each server runs in its own process; the load generator is this process.
  * Both are checked against the reference evaluator before they are timed.
+ *
+ * Two clients each: the gRPC libraries (connect-node for Traitgate, `@cerbos/grpc` for
+ * Cerbos, as the issue names), and one minimal client for both (bench/grpc-client.ts:
+ * requests encoded before the run, answers decoded and checked), which leaves more of the
+ * shared 2-core machine to the servers, so that those rows compare the servers.
  */
 
 const rules = 200;
@@ -96,6 +109,8 @@ async function checkBatches(
 
 interface Scenario {
   engine: string;
+  /** "library", "minimal" (bench/grpc-client.ts) or "" (in process). */
+  client: string;
   kind: "unary" | "batch" | "in-process";
   result: LoadResult;
 }
@@ -157,6 +172,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   for (const c of [1, 64]) {
     scenarios.push({
       engine: "traitgate",
+      client: "library",
       kind: "unary",
       result: await load("Evaluate", unary, c),
     });
@@ -164,17 +180,71 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   for (const c of [1, 8]) {
     scenarios.push({
       engine: "traitgate",
+      client: "library",
       kind: "batch",
       result: await load("EvaluateBatch", batch, c),
     });
   }
+  // The same calls over the minimal client, encoded beforehand.
+  const raw = rawGrpcClient(server.url);
+  const unaryFrames = requests.map((r) =>
+    grpcFrame(toBinary(EvaluateRequestSchema, create(EvaluateRequestSchema, r))),
+  );
+  const batchFrames = groups.map((group) =>
+    grpcFrame(
+      toBinary(
+        EvaluateBatchRequestSchema,
+        create(EvaluateBatchRequestSchema, { requests: group.map((i) => requests[i]!) }),
+      ),
+    ),
+  );
+  const evaluatePath = "/traitgate.policy.v1.PolicyService/Evaluate";
+  const batchPath = "/traitgate.policy.v1.PolicyService/EvaluateBatch";
+  const rawUnary = async (i: number) =>
+    fromBinary(EvaluateResponseSchema, await raw.call(evaluatePath, unaryFrames[i]!, headers))
+      .decision === "allow";
+  const rawBatch = async (b: number) =>
+    fromBinary(
+      EvaluateBatchResponseSchema,
+      await raw.call(batchPath, batchFrames[b]!, headers),
+    ).decisions.map((d) => d.decision === "allow");
+  for (let i = 0; i < checked; i++) {
+    if ((await rawUnary(i)) !== oracle[i]) {
+      throw new Error(`traitgate service (minimal client) differs on request ${i}`);
+    }
+  }
+  await checkBatches(
+    groups,
+    w,
+    (group) => rawBatch(groups.indexOf(group)),
+    "traitgate service (minimal client)",
+  );
+  let rn = 0;
+  let rg = 0;
+  for (const c of [1, 64]) {
+    scenarios.push({
+      engine: "traitgate",
+      client: "minimal",
+      kind: "unary",
+      result: await load("Evaluate", () => rawUnary(rn++ % requests.length), c),
+    });
+  }
+  for (const c of [1, 8]) {
+    scenarios.push({
+      engine: "traitgate",
+      client: "minimal",
+      kind: "batch",
+      result: await load("EvaluateBatch", () => rawBatch(rg++ % groups.length), c),
+    });
+  }
+  raw.close();
   // The same audited decisions without the transport, in the server process.
   for (const c of [1, 64]) {
     const result = await new Promise<LoadResult>((resolve) => {
       server.child.once("message", (m) => resolve((m as { result: LoadResult }).result));
       server.child.send({ inProcess: { seconds, concurrency: c } });
     });
-    scenarios.push({ engine: "traitgate", kind: "in-process", result });
+    scenarios.push({ engine: "traitgate", client: "", kind: "in-process", result });
   }
   const stats = await stopTraitgate(server);
   notes.push(
@@ -206,6 +276,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       for (const c of [1, 64]) {
         scenarios.push({
           engine: `cerbos ${peer.version}`,
+          client: "library",
           kind: "unary",
           result: await load(
             "CheckResources (1 resource)",
@@ -217,10 +288,47 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       for (const c of [1, 8]) {
         scenarios.push({
           engine: `cerbos ${peer.version}`,
+          client: "library",
           kind: "batch",
           result: await load(
             "CheckResources (50 resources)",
             () => peer.batch(groups[h++ % groups.length]!),
+            c,
+          ),
+        });
+      }
+      peer.prepareBatches(groups);
+      for (let i = 0; i < checked; i++) {
+        if ((await peer.rawUnary(i)) !== oracle[i]) {
+          throw new Error(`cerbos (minimal client) differs from the reference on request ${i}`);
+        }
+      }
+      await checkBatches(
+        groups,
+        w,
+        (group) => peer.rawBatch(groups.indexOf(group)),
+        "cerbos (minimal client)",
+      );
+      for (const c of [1, 64]) {
+        scenarios.push({
+          engine: `cerbos ${peer.version}`,
+          client: "minimal",
+          kind: "unary",
+          result: await load(
+            "CheckResources (1 resource)",
+            () => peer.rawUnary(m++ % w.requests.length),
+            c,
+          ),
+        });
+      }
+      for (const c of [1, 8]) {
+        scenarios.push({
+          engine: `cerbos ${peer.version}`,
+          client: "minimal",
+          kind: "batch",
+          result: await load(
+            "CheckResources (50 resources)",
+            () => peer.rawBatch(h++ % groups.length),
             c,
           ),
         });
@@ -234,21 +342,26 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   }
 
   const decisionsPerCall = (s: Scenario) => (s.kind === "batch" ? batchSize : 1);
-  const find = (engine: string, kind: string, c: number) =>
+  const find = (engine: string, client: string, kind: string, c: number) =>
     scenarios.find(
-      (s) => s.engine.startsWith(engine) && s.kind === kind && s.result.concurrency === c,
+      (s) =>
+        s.engine.startsWith(engine) &&
+        s.client === client &&
+        s.kind === kind &&
+        s.result.concurrency === c,
     );
   const rows = scenarios.map((s) => {
     const r = s.result;
-    const peer = s.engine === "traitgate" ? find("cerbos", s.kind, r.concurrency) : undefined;
+    const peer =
+      s.engine === "traitgate" ? find("cerbos", s.client, s.kind, r.concurrency) : undefined;
     const ratio = peer ? `${(r.rps / peer.result.rps).toFixed(2)}×` : "";
-    return `| ${s.engine} | ${r.name} | ${r.concurrency} | ${Math.round(r.rps).toLocaleString("en-US")} | ${Math.round(r.rps * decisionsPerCall(s)).toLocaleString("en-US")} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${ratio} |`;
+    return `| ${s.engine} | ${s.client} | ${r.name} | ${r.concurrency} | ${Math.round(r.rps).toLocaleString("en-US")} | ${Math.round(r.rps * decisionsPerCall(s)).toLocaleString("en-US")} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${ratio} |`;
   });
   return [
     "## Policy service over gRPC: Traitgate (durable audit) vs the Cerbos PDP",
     "",
-    "| engine | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos |",
-    "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| engine | client | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos |",
+    "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ...rows,
     "",
     ...notes,

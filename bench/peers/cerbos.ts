@@ -4,7 +4,12 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { Effect } from "@cerbos/api/cerbos/effect/v1/effect_pb";
+import { CheckResourcesRequestSchema } from "@cerbos/api/cerbos/request/v1/request_pb";
+import { CheckResourcesResponseSchema } from "@cerbos/api/cerbos/response/v1/response_pb";
 import { GRPC } from "@cerbos/grpc";
+import { grpcFrame, rawGrpcClient } from "../grpc-client.js";
 import { reachableRoles, type Workload } from "../policy-workload.js";
 
 /**
@@ -17,7 +22,8 @@ import { reachableRoles, type Workload } from "../policy-workload.js";
  * No match is DENY in both. Role inheritance is expanded by the caller: each
  * principal carries every role it reaches, as a policy enforcement point hands Cerbos its
  * roles. Its audit log is off (it has no durable decision log on the request path).
- * Clients: `@cerbos/grpc`.
+ * Clients: `@cerbos/grpc` (what the issue names), and the benchmark's minimal gRPC client
+ * (bench/grpc-client.ts) with requests encoded before the run, as Traitgate's are.
  */
 export interface CerbosPeer {
   version: string;
@@ -25,6 +31,12 @@ export interface CerbosPeer {
   unary(i: number): Promise<boolean>;
   /** One CheckResources call for requests of one user (its principal): allowed, each. */
   batch(indices: readonly number[]): Promise<boolean[]>;
+  /** unary(i) over the minimal client, the request encoded beforehand. */
+  rawUnary(i: number): Promise<boolean>;
+  /** batch over the minimal client, the request encoded beforehand (call prepareBatches first). */
+  rawBatch(b: number): Promise<boolean[]>;
+  /** Encodes the batches that rawBatch(b) sends. */
+  prepareBatches(groups: readonly (readonly number[])[]): void;
   close(): Promise<void>;
 }
 
@@ -124,8 +136,35 @@ export async function startCerbos(w: Workload): Promise<CerbosPeer> {
     });
   };
 
+  // The same requests, encoded once for the minimal client.
+  const raw = rawGrpcClient(`http://127.0.0.1:${grpcPort}`);
+  const checkResources = "/cerbos.svc.v1.CerbosService/CheckResources";
+  const encode = (indices: readonly number[], tag: string) => {
+    const u = w.requests[indices[0]!]![0];
+    return grpcFrame(
+      toBinary(
+        CheckResourcesRequestSchema,
+        create(CheckResourcesRequestSchema, {
+          requestId: tag,
+          principal: { id: principals[u]!.id, roles: principals[u]!.roles },
+          resources: indices.map((i, k) => {
+            const [, cap, cls] = w.requests[i]!;
+            return { resource: { kind: `d${cls}`, id: `x${k}` }, actions: [`c${cap}`] };
+          }),
+        }),
+      ),
+    );
+  };
+  const unaryFrames = w.requests.map((_, i) => encode([i], `u${i}`));
+  let batchFrames: { frame: Buffer; actions: string[] }[] = [];
+  const decide = async (frame: Buffer, actions: readonly string[]) => {
+    const answer = fromBinary(CheckResourcesResponseSchema, await raw.call(checkResources, frame));
+    return actions.map((action, k) => answer.results[k]?.actions[action] === Effect.ALLOW);
+  };
+
   const stop = async () => {
     client.close();
+    raw.close();
     child.kill("SIGTERM");
     await Promise.race([exited, new Promise((r) => setTimeout(r, 3_000))]);
     if (child.exitCode === null) child.kill("SIGKILL");
@@ -168,6 +207,21 @@ export async function startCerbos(w: Workload): Promise<CerbosPeer> {
           true
         );
       });
+    },
+    async rawUnary(i) {
+      const [, cap] = w.requests[i]!;
+      const [allowed] = await decide(unaryFrames[i]!, [`c${cap}`]);
+      return allowed === true;
+    },
+    prepareBatches(groups) {
+      batchFrames = groups.map((indices, b) => ({
+        frame: encode(indices, `b${b}`),
+        actions: indices.map((i) => `c${w.requests[i]![1]}`),
+      }));
+    },
+    rawBatch(b) {
+      const batch = batchFrames[b]!;
+      return decide(batch.frame, batch.actions);
     },
     close: stop,
   };
