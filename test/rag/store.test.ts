@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRagStore, type RagStore } from "../../src/rag/store.js";
-import type { Database } from "../../src/storage/index.js";
+import { type ChunkRecord, createRagStore, type RagStore } from "../../src/rag/store.js";
+import type { Database, Executor, QueryResult } from "../../src/storage/index.js";
 import {
   clusteredVectors,
   exactTopK,
@@ -58,6 +58,55 @@ function expectExact(
   if (distinct) expect(ids).toEqual(want.map((w) => w.id));
 }
 
+interface Seen {
+  sql: string;
+  params: readonly unknown[];
+}
+
+/**
+ * The database, with every statement of a transaction recorded; `answer` may answer one
+ * instead of the database (undefined: the database answers).
+ */
+function spying(
+  db: Database,
+  seen: Seen[],
+  answer: (sql: string) => QueryResult<never> | undefined = () => undefined,
+): Database {
+  const wrap = (tx: Executor): Executor => ({
+    exec: (script) => tx.exec(script),
+    async query<R>(sql: string, params: readonly unknown[] = []) {
+      seen.push({ sql, params });
+      return (answer(sql) as QueryResult<R> | undefined) ?? tx.query<R>(sql, params);
+    },
+  });
+  return { ...db, transaction: (fn) => db.transaction((tx) => fn(wrap(tx))) };
+}
+
+/** The stored chunks of a document: number, content, traits and embedding. */
+async function storedChunks(db: Database, tenant: string, docId: string) {
+  return db.transaction(async (tx) => {
+    await tx.query("SELECT set_config('traitgate.rag_tenant', $1, true)", [tenant]);
+    const { rows } = await tx.query<{
+      chunk_no: number;
+      content: string;
+      required_traits: string[];
+      embedding: number[];
+    }>(
+      `SELECT chunk_no, content, required_traits, embedding FROM rag_chunks
+        WHERE tenant = $1 AND doc_id = $2 ORDER BY chunk_no`,
+      [tenant, docId],
+    );
+    return rows;
+  });
+}
+
+const chunksFrom = (vectors: Float32Array[], first = 0, label = "c"): ChunkRecord[] =>
+  vectors.map((embedding, i) => ({
+    chunkNo: first + i,
+    content: `${label} ${first + i}`,
+    embedding,
+  }));
+
 describe.each(ragTargets)("RAG store on $name", (target) => {
   let db: Database;
   beforeAll(async () => {
@@ -108,6 +157,146 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
     expect(await store.delete("handbook")).toBe(2);
     expect(await store.delete("handbook")).toBeUndefined();
     expect(await store.stats()).toEqual({ documents: 0, chunks: 0 });
+  });
+
+  describe("batched writes (binary vectors, one statement per batch)", () => {
+    const doc = {
+      id: "batched",
+      title: "Batched",
+      path: "b.md",
+      requiredTraits: ["role:staff"],
+      classification: "internal",
+    };
+
+    it("sends the vectors as one binary vector[] parameter per batch of insertBatch chunks", async () => {
+      const seen: Seen[] = [];
+      const store = createRagStore({
+        db: spying(db, seen),
+        tenant: "t-bin",
+        hnsw: testHnsw,
+        insertBatch: 3,
+      });
+      const vectors = clusteredVectors(random(21), 7, dim);
+      await store.write(doc, chunksFrom(vectors), "replace");
+      const writes = seen.filter((q) => /INSERT INTO rag_chunks/.test(q.sql));
+      // ceil(7 / 3) statements; the first one also writes the document row.
+      expect(writes).toHaveLength(3);
+      expect(writes[0]?.sql).toMatch(/INSERT INTO rag_documents/);
+      expect(writes.map((q) => (q.params[3] as number[]).length)).toEqual([3, 3, 1]);
+      for (const q of writes) {
+        expect(Buffer.isBuffer(q.params[5])).toBe(true);
+        // No vector in text form anywhere (`[x,y,…]`).
+        for (const p of q.params) {
+          if (typeof p === "string") expect(p).not.toMatch(/^\[/);
+          if (Array.isArray(p)) for (const e of p) expect(String(e)).not.toMatch(/^\[-?\d/);
+        }
+      }
+      // The statements of one write: the tenant, the type id (first write only), the batches.
+      expect(seen).toHaveLength(5);
+
+      // Stored exactly: each value is its float4 rounding, on either driver.
+      const stored = await storedChunks(db, "t-bin", "batched");
+      expect(stored.map((r) => r.chunk_no)).toEqual([0, 1, 2, 3, 4, 5, 6]);
+      stored.forEach((row, i) => {
+        expect(row.embedding.map(Math.fround)).toEqual(Array.from(vectors[i] ?? []));
+        expect(row.content).toBe(`c ${i}`);
+        expect(row.required_traits).toEqual(["role:staff"]);
+      });
+
+      // The query vector goes the same way.
+      seen.length = 0;
+      const hits = await store.search(vectors[4] ?? [], 3, ["role:staff"]);
+      expect(hits[0]?.chunkNo).toBe(4);
+      expect(hits[0]?.distance).toBeLessThan(1e-6);
+      const nearest = seen.filter((q) => /ORDER BY embedding <=>/.test(q.sql));
+      expect(nearest.length).toBeGreaterThan(0);
+      for (const q of nearest) expect(Buffer.isBuffer(q.params[1])).toBe(true);
+      await store.delete("batched");
+    });
+
+    it("replaces a document of several batches whole, and upserts across batches", async () => {
+      const store = createRagStore({ db, tenant: "t-batches", hnsw: testHnsw, insertBatch: 3 });
+      const rand = random(22);
+      await store.write(doc, chunksFrom(clusteredVectors(rand, 8, dim), 0, "old"), "replace");
+      // Re-indexed with numbers 2..6: 0, 1 and 7 go, 2..6 are written over (two batches).
+      const fresh = clusteredVectors(rand, 5, dim);
+      await store.write(
+        { ...doc, requiredTraits: ["role:hr"] },
+        chunksFrom(fresh, 2, "new"),
+        "replace",
+      );
+      let stored = await storedChunks(db, "t-batches", "batched");
+      expect(stored.map((r) => [r.chunk_no, r.content, r.required_traits])).toEqual(
+        [2, 3, 4, 5, 6].map((n) => [n, `new ${n}`, ["role:hr"]]),
+      );
+      stored.forEach((row, i) => {
+        expect(row.embedding.map(Math.fround)).toEqual(Array.from(fresh[i] ?? []));
+      });
+
+      // Upsert of 4 chunks (two batches) over 5..8: 2..4 kept, with the document's new traits.
+      await store.write(
+        { ...doc, requiredTraits: ["role:staff"] },
+        chunksFrom(clusteredVectors(rand, 4, dim), 5, "up"),
+        "upsert",
+      );
+      stored = await storedChunks(db, "t-batches", "batched");
+      expect(stored.map((r) => [r.chunk_no, r.content, r.required_traits])).toEqual([
+        [2, "new 2", ["role:staff"]],
+        [3, "new 3", ["role:staff"]],
+        [4, "new 4", ["role:staff"]],
+        [5, "up 5", ["role:staff"]],
+        [6, "up 6", ["role:staff"]],
+        [7, "up 7", ["role:staff"]],
+        [8, "up 8", ["role:staff"]],
+      ]);
+
+      // A replace with no chunks keeps the document and removes its chunks.
+      expect(await store.write(doc, [], "replace")).toBe(0);
+      expect(await store.stats()).toEqual({ documents: 1, chunks: 0 });
+      expect(await store.delete("batched")).toBe(0);
+    });
+
+    it("a failed write leaves nothing behind; bad vectors are refused by the database", async () => {
+      const store = createRagStore({ db, tenant: "t-badvec", hnsw: testHnsw, insertBatch: 2 });
+      const [a, b, c] = clusteredVectors(random(23), 3, dim);
+      if (!a || !b || !c) throw new Error("vectors");
+      const bad: [string, Float32Array | number[]][] = [
+        ["another dimension", new Float32Array(dim - 1).fill(0.5)],
+        ["NaN", Array.from(a, (x, i) => (i === 3 ? Number.NaN : x))],
+        ["beyond float4", Array.from(a, (x, i) => (i === 3 ? 1e40 : x))],
+      ];
+      for (const [, vector] of bad) {
+        // The bad vector is in the second batch: the first one is rolled back with it.
+        await expect(
+          store.write(
+            doc,
+            [
+              { chunkNo: 0, content: "a", embedding: a },
+              { chunkNo: 1, content: "b", embedding: b },
+              { chunkNo: 2, content: "bad", embedding: vector },
+            ],
+            "replace",
+          ),
+        ).rejects.toThrow();
+      }
+      expect(await store.stats()).toEqual({ documents: 0, chunks: 0 });
+      await store.write(doc, [{ chunkNo: 0, content: "c", embedding: c }], "replace");
+      expect((await storedChunks(db, "t-badvec", "batched")).map((r) => r.content)).toEqual(["c"]);
+      await store.delete("batched");
+    });
+
+    it("looks pgvector's type id up once per store, for its first vector", async () => {
+      const seen: Seen[] = [];
+      const store = createRagStore({ db: spying(db, seen), tenant: "t-oid", hnsw: testHnsw });
+      const [v, w] = clusteredVectors(random(24), 2, dim);
+      if (!v || !w) throw new Error("vectors");
+      expect(await store.search(v, 1, ["role:staff"])).toEqual([]);
+      await store.write(doc, [{ chunkNo: 0, content: "x", embedding: v }], "replace");
+      await store.write(doc, [{ chunkNo: 1, content: "y", embedding: w }], "upsert");
+      expect((await store.search(w, 1, ["role:staff"]))[0]?.content).toBe("y");
+      expect(seen.filter((q) => q.sql.includes("'vector'::regtype"))).toHaveLength(1);
+      await store.delete("batched");
+    });
   });
 
   it("tenants do not see each other's documents", async () => {
