@@ -154,12 +154,12 @@ export function createApp(options: AppOptions): {
     if (handler !== undefined) {
       const spec = isPlainGrpc(req) ? unary.get(path) : undefined;
       if (spec !== undefined) {
-        void serveGrpcUnary(spec, req as Http2ServerRequest, res as Http2ServerResponse, {
+        serveGrpcUnary(spec, req as Http2ServerRequest, res as Http2ServerResponse, {
           methods: unary,
           maxBodyBytes: options.maxBodyBytes,
           contextValues: contextValues(req),
           log,
-        });
+        }).catch((err: unknown) => log.error({ err, rpc: path }, "gRPC call failed"));
         return;
       }
       const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues(req));

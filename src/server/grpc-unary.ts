@@ -1,4 +1,4 @@
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
@@ -54,24 +54,34 @@ function requestHeader(req: Http2ServerRequest): Headers {
   return header;
 }
 
-/** The whole request body, or a ConnectError once it is longer than `limit` bytes. */
+/**
+ * The whole request body, or a ConnectError as soon as the message is known to be longer
+ * than `limit` bytes (from its declared length, or from the bytes received). The request
+ * is paused then, so HTTP/2 flow control stops the client rather than the server reading
+ * and dropping the rest.
+ */
 function readBody(req: Http2ServerRequest, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const tooLarge = () => {
+      req.off("data", onData);
+      req.pause();
+      reject(
+        new ConnectError(
+          `message size is larger than configured readMaxBytes ${limit}`,
+          Code.ResourceExhausted,
+        ),
+      );
+    };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > limit) {
-        req.off("data", onData);
-        reject(
-          new ConnectError(
-            `message size is larger than configured readMaxBytes ${limit - 5}`,
-            Code.ResourceExhausted,
-          ),
-        );
-        return;
-      }
       chunks.push(chunk);
+      if (size > limit + 5) return tooLarge();
+      if (size >= 5 && chunks.length <= 2) {
+        const head = chunks.length === 1 ? chunk : Buffer.concat(chunks);
+        if (head.readUInt32BE(1) > limit) tooLarge();
+      }
     };
     req.on("data", onData);
     req.once("end", () =>
@@ -118,12 +128,21 @@ function headersObject(...sources: Headers[]): Record<string, string> {
   return out;
 }
 
+/** Whether the client is gone (its stream reset or closed): nothing can be sent then. */
+const gone = (res: Http2ServerResponse) => res.stream.destroyed || res.stream.closed;
+
 /** Answers with no message: headers, then the status in trailers (as Connect's handler does). */
-function sendStatus(res: Http2ServerResponse, error: ConnectError): void {
-  if (res.headersSent || res.destroyed) return;
-  res.writeHead(200, { "content-type": contentType });
-  res.addTrailers(headersObject(setTrailerStatus(new Headers(), error)));
-  res.end();
+function sendStatus(res: Http2ServerResponse, error: ConnectError, log: Logger): void {
+  if (res.headersSent || gone(res)) return;
+  try {
+    res.writeHead(200, { "content-type": contentType });
+    res.addTrailers(headersObject(setTrailerStatus(new Headers(), error)));
+    res.end();
+  } catch (err) {
+    // Headers a handler set that HTTP/2 refuses (e.g. connection headers) in the metadata.
+    log.error({ err }, "gRPC status could not be sent");
+    res.stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+  }
 }
 
 export async function serveGrpcUnary(
@@ -132,11 +151,12 @@ export async function serveGrpcUnary(
   res: Http2ServerResponse,
   options: GrpcUnaryOptions,
 ): Promise<void> {
+  // The handler's signal aborts when the client goes away before the answer is written
+  // (RST_STREAM, a closed connection), as with Connect's handler.
   const abort = new AbortController();
+  let answered = false;
   res.once("close", () => {
-    if (!res.writableFinished) {
-      abort.abort(new ConnectError("the client closed the request", Code.Canceled));
-    }
+    if (!answered) abort.abort(new ConnectError("the client closed the request", Code.Canceled));
   });
   try {
     const timeout = parseTimeout(
@@ -144,7 +164,7 @@ export async function serveGrpcUnary(
       Number.MAX_SAFE_INTEGER,
     );
     if (timeout.error) throw timeout.error;
-    const bytes = singleMessage(await readBody(req, options.maxBodyBytes + 5));
+    const bytes = singleMessage(await readBody(req, options.maxBodyBytes));
     let input: ReturnType<typeof fromBinary>;
     try {
       input = fromBinary(spec.method.input, bytes);
@@ -163,22 +183,24 @@ export async function serveGrpcUnary(
       timeoutMs: timeout.timeoutMs,
       contextValues: options.contextValues,
     });
-    if (res.destroyed) return;
+    if (gone(res)) return;
     const message = toBinary(spec.method.output, outcome.message);
     const frame = Buffer.allocUnsafe(5 + message.length);
     frame[0] = 0;
     frame.writeUInt32BE(message.length, 1);
     frame.set(message, 5);
+    answered = true;
     res.writeHead(200, { ...headersObject(outcome.header), "content-type": contentType });
     res.addTrailers({ ...headersObject(outcome.trailer), "grpc-status": "0" });
     res.end(frame);
   } catch (err) {
+    answered = true;
     if (err instanceof ConnectError) {
-      sendStatus(res, err);
+      sendStatus(res, err, options.log);
       return;
     }
     // Interceptors map every error of a call; what arrives here is this adapter's own.
     options.log.error({ err, rpc: req.url }, "gRPC call failed");
-    sendStatus(res, new ConnectError("internal error", Code.Internal));
+    sendStatus(res, new ConnectError("internal error", Code.Internal), options.log);
   }
 }

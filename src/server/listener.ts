@@ -16,6 +16,11 @@ export interface ListenOptions {
   port: number;
   host: string;
   tls?: { certFile: string; keyFile: string } | undefined;
+  /**
+   * HTTP/1.1 limits (Node's defaults: 60 s to receive a request's headers, 300 s for the
+   * whole request, checked every 30 s); for tests.
+   */
+  http1?: { headersTimeoutMs?: number; requestTimeoutMs?: number; checkIntervalMs?: number };
 }
 
 export interface RunningServer {
@@ -51,6 +56,7 @@ export async function listen(
 
   // With TLS, only TLS: Node's secure HTTP/2 server picks h2 or http/1.1 by ALPN and
   // never answers plaintext. Without TLS, the connection preface tells HTTP/1.1 from h2c.
+  const plaintext = options.tls ? undefined : plaintextServer(tracked, options.http1 ?? {});
   const server: Server = options.tls
     ? createSecureServer(
         {
@@ -60,7 +66,7 @@ export async function listen(
         },
         tracked,
       )
-    : plaintextServer(tracked);
+    : (plaintext?.server as Server);
   server.on("connection", (socket: Socket) => {
     // Small RPC frames must not wait for Nagle's algorithm (40 ms stalls on HTTP/2).
     socket.setNoDelay(true);
@@ -75,6 +81,9 @@ export async function listen(
       resolve();
     });
   });
+  // The HTTP/1.1 server never listens itself; told that its port is open, it starts the
+  // timer that enforces its header and request timeouts (else a slow client holds a socket).
+  plaintext?.http1.emit("listening");
   const port = (server.address() as AddressInfo).port;
   const host = options.host === "0.0.0.0" || options.host === "::" ? "127.0.0.1" : options.host;
 
@@ -83,6 +92,8 @@ export async function listen(
     url: `${options.tls ? "https" : "http"}://${host}:${port}`,
     async close(graceMs = 5000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Stops its timeout timer and closes its idle keep-alive connections.
+      plaintext?.http1.close();
       for (const session of sessions) session.close();
       const deadline = Date.now() + graceMs;
       while (inflight.size > 0 && Date.now() < deadline) {
@@ -111,10 +122,26 @@ const SNIFF_TIMEOUT_MS = 10_000;
  * about 15 % of a raw HTTP/2 server's throughput and ~10 % of the CPU of a
  * gRPC call.)
  */
-function plaintextServer(listener: RequestListener): Server {
-  const http1 = createHttp1Server(listener as HttpRequestListener);
+function plaintextServer(
+  listener: RequestListener,
+  timeouts: NonNullable<ListenOptions["http1"]>,
+): { server: Server; http1: ReturnType<typeof createHttp1Server> } {
+  const http1 = createHttp1Server(
+    {
+      ...(timeouts.headersTimeoutMs !== undefined
+        ? { headersTimeout: timeouts.headersTimeoutMs }
+        : {}),
+      ...(timeouts.requestTimeoutMs !== undefined
+        ? { requestTimeout: timeouts.requestTimeoutMs }
+        : {}),
+      ...(timeouts.checkIntervalMs !== undefined
+        ? { connectionsCheckingInterval: timeouts.checkIntervalMs }
+        : {}),
+    },
+    listener as HttpRequestListener,
+  );
   const h2c = createH2cServer(listener);
-  return createTcpServer((socket) => {
+  const server = createTcpServer((socket) => {
     let seen: Buffer | undefined;
     const dispatch = (to: typeof http1 | typeof h2c) => {
       socket.off("readable", onReadable);
@@ -141,4 +168,5 @@ function plaintextServer(listener: RequestListener): Server {
     socket.setTimeout(SNIFF_TIMEOUT_MS);
     socket.on("timeout", onTimeout);
   });
+  return { server, http1 };
 }

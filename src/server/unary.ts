@@ -129,6 +129,17 @@ export class UnaryMethods {
         this.interceptors as Interceptor[],
       );
       return { message, header: context.responseHeader, trailer: context.responseTrailer };
+    } catch (err) {
+      // Headers and trailers the handler set before it threw go out with the error, as
+      // Connect's handlers send them (metadata the error names itself wins).
+      if (err instanceof ConnectError) {
+        for (const source of [context.responseHeader, context.responseTrailer]) {
+          for (const [name, value] of source) {
+            if (!err.metadata.has(name)) err.metadata.set(name, value);
+          }
+        }
+      }
+      throw err;
     } finally {
       // Stops the deadline timer and tells anything still listening that the call is over.
       context.abort(finished);

@@ -1,4 +1,10 @@
-import { type ClientHttp2Session, connect, createServer, type Http2Server } from "node:http2";
+import {
+  type ClientHttp2Session,
+  connect,
+  constants,
+  createServer,
+  type Http2Server,
+} from "node:http2";
 import type { AddressInfo } from "node:net";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import {
@@ -21,7 +27,11 @@ import { UnaryMethods } from "../../src/server/unary.js";
 
 const clientKey = createContextKey("", { description: "test client" });
 const maxBodyBytes = 64;
-const seen: { timeoutMs?: number | undefined; protocol?: string } = {};
+const seen: {
+  timeoutMs?: number | undefined;
+  protocol?: string;
+  aborted?: { afterMs: number; reason: unknown };
+} = {};
 
 /** An interceptor: its header must reach the client, as through Connect's handler. */
 const tagRpc: Interceptor = (next) => async (req) => {
@@ -35,7 +45,19 @@ methods.recording(createConnectRouter({ interceptors: [tagRpc] })).service(Trans
   fail(request) {
     throw new ConnectError(request.message, Code.PermissionDenied, { "x-why": "because" });
   },
-  whoAmI(_request, ctx) {
+  async whoAmI(_request, ctx) {
+    if (ctx.requestHeader.has("x-wait")) {
+      // Waits for the client to go away (at most 5 s), noting when the signal said so.
+      const started = performance.now();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 5000);
+        ctx.signal.addEventListener("abort", () => {
+          clearTimeout(timer);
+          seen.aborted = { afterMs: performance.now() - started, reason: ctx.signal.reason };
+          resolve();
+        });
+      });
+    }
     seen.timeoutMs = ctx.timeoutMs();
     seen.protocol = ctx.protocolName;
     ctx.responseTrailer.set("x-trailer", "t");
@@ -129,6 +151,28 @@ describe("gRPC unary calls in process (src/server/grpc-unary.ts)", () => {
     expect(seen.protocol).toBe("grpc");
     expect(seen.timeoutMs).toBeGreaterThan(4000);
     expect(seen.timeoutMs).toBeLessThanOrEqual(5000);
+  });
+
+  it("tells the handler at once when the client cancels the call", async () => {
+    delete seen.aborted;
+    const stream = session.request({
+      ":method": "POST",
+      ":path": "/traitgate.testing.v1.TranscodingTestService/WhoAmI",
+      "content-type": "application/grpc",
+      te: "trailers",
+      "x-wait": "1",
+    });
+    stream.on("error", () => {});
+    stream.end(envelope(new Uint8Array()));
+    await new Promise((r) => setTimeout(r, 50));
+    stream.close(constants.NGHTTP2_CANCEL);
+    const aborted = () => seen.aborted;
+    for (let i = 0; i < 100 && aborted() === undefined; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    // Well before the handler's own 5 s: the signal came from the cancel, not the call's end.
+    expect(aborted()?.afterMs).toBeLessThan(4000);
+    expect(ConnectError.from(aborted()?.reason).code).toBe(Code.Canceled);
   });
 
   it("answers an error with its status, message and metadata in the trailers", async () => {

@@ -90,6 +90,17 @@ describe("plaintext listener: HTTP/1.1 and h2c on one port", () => {
     expect(h2[3]).toBe(0x4);
   });
 
+  it("closes an HTTP/1.1 connection whose request headers never finish (408)", async () => {
+    server = await listen(echoProtocol, {
+      port: 0,
+      host: "127.0.0.1",
+      http1: { headersTimeoutMs: 300, requestTimeoutMs: 300, checkIntervalMs: 50 },
+    });
+    // Never sends the blank line that ends the head: a slow (or slowloris) client.
+    const answer = await rawExchange(server.port, ["GET / HTTP/1.1\r\nHost: x\r\n"]);
+    expect(answer).toMatch(/^HTTP\/1\.1 408/);
+  });
+
   it("answers what is neither with HTTP/1.1's 400", async () => {
     server = await listen(echoProtocol, { port: 0, host: "127.0.0.1" });
     const answer = await rawExchange(server.port, ["\x16\x03\x01 not a request\r\n\r\n"]);

@@ -93,8 +93,12 @@ function answerHeaders(sources: readonly Headers[]): OutgoingHttpHeaders {
   return out;
 }
 
+/** Whether the client is gone: an HTTP/1.1 socket or an HTTP/2 stream closed. */
+const gone = (res: NodeResponse) =>
+  "stream" in res ? res.stream.destroyed || res.stream.closed : res.destroyed;
+
 function send(res: NodeResponse, status: number, headers: OutgoingHttpHeaders, body: string): void {
-  if (res.headersSent || res.destroyed) return;
+  if (res.headersSent || gone(res)) return;
   const bytes = Buffer.from(body);
   res.writeHead(status, {
     ...headers,
@@ -138,21 +142,26 @@ function invoke(
   message: Parameters<UnaryMethods["invoke"]>[1],
   options: RestTranscoderOptions,
 ): Promise<UnaryOutcome> {
+  // Aborts the handler's signal when the client goes away before the call ends (on
+  // HTTP/2, writableFinished is already true after a RST_STREAM: not a usable test).
   const abort = new AbortController();
+  let ended = false;
   res.once("close", () => {
-    if (!res.writableFinished) {
-      abort.abort(new ConnectError("the client closed the request", Code.Canceled));
-    }
+    if (!ended) abort.abort(new ConnectError("the client closed the request", Code.Canceled));
   });
   const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
-  return options.methods.invoke(route.spec, message, {
-    protocolName: "rest",
-    requestHeader: handlerHeaders(req),
-    url: `${encrypted ? "https" : "http"}://${String(authority)}/${route.spec.method.parent.typeName}/${route.spec.method.name}`,
-    signal: abort.signal,
-    contextValues: options.contextValues?.(req) ?? createContextValues(),
-  });
+  return options.methods
+    .invoke(route.spec, message, {
+      protocolName: "rest",
+      requestHeader: handlerHeaders(req),
+      url: `${encrypted ? "https" : "http"}://${String(authority)}/${route.spec.method.parent.typeName}/${route.spec.method.name}`,
+      signal: abort.signal,
+      contextValues: options.contextValues?.(req) ?? createContextValues(),
+    })
+    .finally(() => {
+      ended = true;
+    });
 }
 
 async function serve(

@@ -41,8 +41,14 @@ BEGIN
       INSERT INTO audit_events
         (id, occurred_at, actor_type, actor_id, action, target, outcome, request_id, details,
          prev_hash, hash)
-      SELECT * FROM unnest(p_ids, p_occurred_at, p_actor_type, p_actor_id, p_action, p_target,
-        p_outcome, p_request_id, p_details, prev_hashes, hashes)
+      SELECT u.id, u.occurred_at, u.actor_type, u.actor_id, u.action, u.target, u.outcome,
+             u.request_id, u.details, u.prev_hash, u.hash
+        FROM unnest(p_ids, p_occurred_at, p_actor_type, p_actor_id, p_action, p_target,
+               p_outcome, p_request_id, p_details, prev_hashes, hashes)
+             WITH ORDINALITY AS u(id, occurred_at, actor_type, actor_id, action, target, outcome,
+               request_id, details, prev_hash, hash, n)
+       -- Rows are inserted, and draw their seq, in chain order.
+       ORDER BY u.n
       RETURNING audit_events.id, audit_events.seq, audit_events.hash
     )
     SELECT inserted.id::text, inserted.seq, inserted.hash FROM inserted ORDER BY inserted.seq;
