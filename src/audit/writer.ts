@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { unavailable } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { Database } from "../storage/index.js";
+import type { Database, Queryable } from "../storage/index.js";
 import { type PreparedEvent, prepareEvent } from "./canonical.js";
 import { type AuditEventInput, toRecord } from "./event.js";
 import { type AppendedEvent, appendBatch } from "./store.js";
@@ -41,6 +41,14 @@ export interface AuditWriter {
    * when the event itself is malformed.
    */
   write(event: AuditEventInput): Promise<AppendedEvent>;
+  /**
+   * Appends the event inside the caller's transaction, so that it is committed with the
+   * change it records or not at all: an administrative change whose event cannot be written
+   * is rolled back. Holds the chain's lock until that transaction ends, so keep such
+   * transactions short. Rejects with `unavailable` / `AUDIT_UNAVAILABLE` when the append
+   * fails (the transaction must then roll back), with a TypeError for a malformed event.
+   */
+  writeIn(tx: Queryable, event: AuditEventInput): Promise<AppendedEvent>;
   stats(): AuditWriterStats;
   /** Refuses new writes, then waits until every queued event is committed or rejected. */
   close(): Promise<void>;
@@ -144,6 +152,20 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
         queue.push({ event: prepared, resolve, reject });
         draining ??= drain();
       });
+    },
+
+    async writeIn(tx, event) {
+      const prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()));
+      try {
+        const [appended] = await appendBatch(tx, [prepared]);
+        if (appended === undefined) throw new Error("audit_append gave no row");
+        return appended;
+      } catch (err) {
+        log.error({ error: summary(err) }, "audit event could not be written in its transaction");
+        throw unavailable("AUDIT_UNAVAILABLE", "the audit log could not be written", {
+          cause: err,
+        });
+      }
     },
 
     stats: () => ({ ...stats }),

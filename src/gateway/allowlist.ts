@@ -2,7 +2,8 @@ import type { AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import { createStateCache } from "../identity/state-cache.js";
 import type { Clock } from "../identity/tokens.js";
-import type { AllowlistEntry, AllowlistStore } from "./allowlist-store.js";
+import type { Queryable, Session } from "../storage/index.js";
+import { type AllowlistEntry, createAllowlistStore } from "./allowlist-store.js";
 import type { PluginRecord } from "./plugin-store.js";
 import { type RegistryActor, type RegistryMeta, registryAuditActor } from "./plugins.js";
 
@@ -31,8 +32,9 @@ export interface OperatorAllowlist {
 }
 
 export interface OperatorAllowlistDeps {
-  store: AllowlistStore;
-  audit: Pick<AuditWriter, "write">;
+  /** Where entries live; a change and its audit event are one transaction. */
+  db: Queryable & Pick<Session, "transaction">;
+  audit: Pick<AuditWriter, "writeIn">;
   /** The target plugin, to check that the operations exist in its manifest. */
   plugin: (id: string) => Promise<PluginRecord | undefined>;
   /** Is there a plugin or a service account with this name? */
@@ -44,7 +46,8 @@ export interface OperatorAllowlistDeps {
 const allowlistKey = (caller: string, target: string) => `${caller} ${target}`;
 
 export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAllowlist {
-  const { store, audit } = deps;
+  const { db, audit } = deps;
+  const store = createAllowlistStore(db);
   const cache = createStateCache<ReadonlySet<string>>(
     async (key) => {
       const [caller = "", target = ""] = key.split(" ");
@@ -82,43 +85,50 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
         );
       }
       const operations = [...new Set(entry.operations)].sort();
-      const before = await store.get(entry.caller, entry.target);
-      const saved = await store.put(entry.caller, entry.target, operations);
-      cache.forget(allowlistKey(entry.caller, entry.target));
-      await audit.write({
-        ...registryAuditActor(actor),
-        action: "allowlist_put",
-        target: `allowlist:${entry.caller}->${entry.target}`,
-        outcome: "success",
-        requestId: meta.requestId,
-        details: { before: before?.operations ?? null, after: operations },
+      // The change and its audit event commit together, or neither does.
+      const saved = await db.transaction(async (tx) => {
+        const inTx = createAllowlistStore(tx);
+        const before = await inTx.get(entry.caller, entry.target);
+        const put = await inTx.put(entry.caller, entry.target, operations);
+        await audit.writeIn(tx, {
+          ...registryAuditActor(actor),
+          action: "allowlist_put",
+          target: `allowlist:${entry.caller}->${entry.target}`,
+          outcome: "success",
+          requestId: meta.requestId,
+          details: { before: before?.operations ?? null, after: operations },
+        });
+        return put;
       });
+      cache.forget(allowlistKey(entry.caller, entry.target));
       return saved;
     },
 
     list: (filter) => store.list(filter),
 
     async delete(actor, meta, caller, target) {
-      const removed = await store.delete(caller, target);
-      if (removed === undefined) {
-        throw new DomainError(
-          "not_found",
-          "ALLOWLIST_ENTRY_NOT_FOUND",
-          "no entry for this caller and target",
-          {
-            field: "caller",
-          },
-        );
-      }
-      cache.forget(allowlistKey(caller, target));
-      await audit.write({
-        ...registryAuditActor(actor),
-        action: "allowlist_delete",
-        target: `allowlist:${caller}->${target}`,
-        outcome: "success",
-        requestId: meta.requestId,
-        details: { before: removed.operations },
+      await db.transaction(async (tx) => {
+        const removed = await createAllowlistStore(tx).delete(caller, target);
+        if (removed === undefined) {
+          throw new DomainError(
+            "not_found",
+            "ALLOWLIST_ENTRY_NOT_FOUND",
+            "no entry for this caller and target",
+            {
+              field: "caller",
+            },
+          );
+        }
+        await audit.writeIn(tx, {
+          ...registryAuditActor(actor),
+          action: "allowlist_delete",
+          target: `allowlist:${caller}->${target}`,
+          outcome: "success",
+          requestId: meta.requestId,
+          details: { before: removed.operations },
+        });
       });
+      cache.forget(allowlistKey(caller, target));
     },
 
     // Entries cached on other processes lapse within the cache's second.

@@ -40,7 +40,7 @@ export interface GatewayConfig {
 
 export interface GatewayModuleDeps {
   db: Database;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   log: Logger;
   dataKeys: DataKeys;
   config: GatewayConfig;
@@ -120,7 +120,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
       new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
   });
   const allowlist = createOperatorAllowlist({
-    store: allowlistStore,
+    db: deps.db,
     audit: deps.audit,
     plugin: (id) => store.find(id),
     callerExists: async (name) =>

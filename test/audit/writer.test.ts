@@ -89,6 +89,24 @@ describe.each(databaseTargets())("audit writer on $name", (target) => {
     await writer.close();
   });
 
+  it("writeIn appends inside the caller's transaction: committed with it, or rolled back with it", async () => {
+    const writer = createAuditWriter({ db, log: silentLogger });
+    await writer.write(sampleEvent(0));
+    const kept = await db.transaction((tx) => writer.writeIn(tx, sampleEvent(1)));
+    await expect(
+      db.transaction(async (tx) => {
+        await writer.writeIn(tx, sampleEvent(2));
+        throw new Error("the change failed");
+      }),
+    ).rejects.toThrow("the change failed");
+    await writer.write(sampleEvent(3));
+    const rows = await storedRows(db);
+    expect(rows.map((row) => row.id)).toHaveLength(3);
+    expect(rows[1]).toMatchObject({ id: kept.id, seq: kept.seq, hash: kept.hash });
+    expect(await verifyAuditChain(db)).toMatchObject({ ok: true, count: 3 });
+    await writer.close();
+  });
+
   it("refuses writes at once beyond maxQueued waiting events, and commits the rest", async () => {
     const writer = createAuditWriter({ db, log: silentLogger, maxQueued: 10 });
     const results = await Promise.allSettled(

@@ -521,6 +521,61 @@ describe("the audit trail", () => {
     expect(seen).toEqual(["ai-core->echo:rag_query"]);
   });
 
+  it("applies an allowlist change only together with its audit event", async () => {
+    const entry = async (target: string) => {
+      const { rows } = await server.core.db.query<{ operations: string[] }>(
+        "SELECT operations FROM operator_allowlist WHERE caller = 'ai-core' AND target = $1",
+        [target],
+      );
+      return rows[0]?.operations;
+    };
+    const before = { echo: await entry("echo"), other: await entry("other") };
+    expect(before.echo).toContain("rag_query");
+    if (before.other === undefined) {
+      await adminCall(
+        "/admin/operator/allowlist",
+        { caller: "ai-core", target: "other", operations: ["ping"] },
+        "PUT",
+      );
+    }
+    // The audit log refuses allowlist events (other events are written as usual).
+    await server.core.db.exec(`
+      CREATE FUNCTION test_refuse_allowlist_events() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.action LIKE 'allowlist_%' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+        RETURN NEW;
+      END $$;
+      CREATE TRIGGER test_refuse_allowlist_events BEFORE INSERT ON audit_events
+        FOR EACH ROW EXECUTE FUNCTION test_refuse_allowlist_events();`);
+    try {
+      const put = await adminCall(
+        "/admin/operator/allowlist",
+        { caller: "ai-core", target: "echo", operations: ["rag_index"] },
+        "PUT",
+      );
+      expect([put.status, put.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      const removed = await callJson(
+        server.url,
+        "/admin/operator/allowlist?caller=ai-core&target=other",
+        undefined,
+        { token: admin.token, method: "DELETE", headers: { "x-api-key": admin.key } },
+      );
+      expect([removed.status, removed.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      // Neither change was applied, and calls are still allowed as before.
+      expect(await entry("echo")).toEqual(before.echo);
+      expect(await entry("other")).toEqual(["ping"]);
+      expect((await gatewayCall(aiCore, "echo", "rag_query", { top_k: 1 })).status).toBe(200);
+    } finally {
+      await server.core.db.exec(`
+        DROP TRIGGER test_refuse_allowlist_events ON audit_events;
+        DROP FUNCTION test_refuse_allowlist_events();`);
+    }
+    const { rows } = await server.core.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM audit_events WHERE action LIKE 'allowlist_%' AND details::text LIKE '%\"after\":[\"rag_index\"]%'",
+    );
+    expect(rows[0]?.n).toBe(0);
+  });
+
   it("has one operator_call event per call, without payload contents, and the chain verifies", async () => {
     const rows = await eventsAfter(callsMade);
     expect(rows.length).toBe(callsMade);
