@@ -107,7 +107,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     cacheOptions,
   );
   const registry = createPluginRegistry({
-    store,
+    db: deps.db,
     box,
     audit: deps.audit,
     allowedHosts: new Set(deps.config.allowedHosts.map((h) => h.toLowerCase())),
@@ -115,7 +115,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     byId,
     byCredential,
     isServiceAccountName: deps.isServiceAccountName,
-    removeCaller: (name) => allowlistStore.deleteCaller(name),
+    removeCaller: (tx, name) => createAllowlistStore(tx).deleteCaller(name),
     operationsInUse: async (pluginId) =>
       new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
   });

@@ -3,8 +3,9 @@ import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { StateCache } from "../identity/state-cache.js";
+import type { Queryable, Session } from "../storage/index.js";
 import { checkManifest, type PluginManifest } from "./manifest.js";
-import type { PluginRecord, PluginStore } from "./plugin-store.js";
+import { createPluginStore, type PluginRecord, type PluginStore } from "./plugin-store.js";
 
 /**
  * The plugin registry: what an admin may do with plugins, how a plugin proves
@@ -92,9 +93,10 @@ export interface PluginRegistry {
 }
 
 export interface PluginRegistryDeps {
-  store: PluginStore;
+  /** Where plugins live; each change and its audit event are one transaction. */
+  db: Queryable & Pick<Session, "transaction">;
   box: SecretBox;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "writeIn">;
   /** Host names and addresses manifests may point at without an explicit exception. */
   allowedHosts: ReadonlySet<string>;
   /** The policy's trait registry check (invalid_argument naming `field` when unregistered). */
@@ -104,8 +106,8 @@ export interface PluginRegistryDeps {
   byCredential: StateCache<PluginRecord | null>;
   /** Does a service account have this name? Plugin ids and caller names must not collide. */
   isServiceAccountName: (name: string) => Promise<boolean>;
-  /** Removes the allowlist entries naming a deleted plugin as caller. */
-  removeCaller: (name: string) => Promise<number>;
+  /** Removes the allowlist entries naming a deleted plugin as caller, in the given transaction. */
+  removeCaller: (tx: Queryable, name: string) => Promise<number>;
   /** Allowlist entries naming operations of this plugin, to refuse removing them. */
   operationsInUse: (pluginId: string) => Promise<Set<string>>;
 }
@@ -142,18 +144,34 @@ const auditView = (m: PluginManifest) => ({
 });
 
 export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
-  const { store, box, audit, byId, byCredential } = deps;
+  const { db, box, audit, byId, byCredential } = deps;
+  const store = createPluginStore(db);
 
-  const record = (
+  /**
+   * Runs a change on the store inside a transaction with its audit event: both commit, or
+   * neither (an event that cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE).
+   * `change` returns its result and the event; undefined means "no such plugin" (404).
+   */
+  const audited = <T>(
     actor: RegistryActor,
     meta: RegistryMeta,
-    event: Pick<AuditEventInput, "action" | "target" | "details">,
-  ) =>
-    audit.write({
-      ...event,
-      ...registryAuditActor(actor),
-      outcome: "success",
-      requestId: meta.requestId,
+    change: (
+      store: PluginStore,
+      tx: Queryable,
+    ) => Promise<
+      { result: T; event: Pick<AuditEventInput, "action" | "target" | "details"> } | undefined
+    >,
+  ): Promise<T> =>
+    db.transaction(async (tx) => {
+      const done = await change(createPluginStore(tx), tx);
+      if (done === undefined) throw notFound();
+      await audit.writeIn(tx, {
+        ...done.event,
+        ...registryAuditActor(actor),
+        outcome: "success",
+        requestId: meta.requestId,
+      });
+      return done.result;
     });
 
   const newCredentials = (id: string) => {
@@ -196,18 +214,20 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
         );
       }
       const fresh = newCredentials(manifest.id);
-      const created = await store.create({
-        manifest,
-        unlistedHost,
-        credentialHash: fresh.credentialHash,
-        coreSecretSealed: fresh.coreSecretSealed,
-      });
+      const created = await audited(actor, meta, async (inTx) => ({
+        result: await inTx.create({
+          manifest,
+          unlistedHost,
+          credentialHash: fresh.credentialHash,
+          coreSecretSealed: fresh.coreSecretSealed,
+        }),
+        event: {
+          action: "plugin_register",
+          target: `plugin:${manifest.id}`,
+          details: { after: auditView(manifest), unlisted_host: unlistedHost },
+        },
+      }));
       byId.forget(manifest.id);
-      await record(actor, meta, {
-        action: "plugin_register",
-        target: `plugin:${manifest.id}`,
-        details: { after: auditView(manifest), unlisted_host: unlistedHost },
-      });
       return { plugin: view(created), credentials: fresh.credentials };
     },
 
@@ -240,53 +260,70 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
       }
       const fresh =
         before.manifest.host !== manifest.host ? newCredentials(manifest.id) : undefined;
-      const after = await store.updateManifest(manifest, unlistedHost, fresh);
-      if (after === undefined) throw notFound();
-      forget(before);
-      await record(actor, meta, {
-        action: "plugin_update",
-        target: `plugin:${manifest.id}`,
-        details: {
-          before: auditView(before.manifest),
-          after: auditView(manifest),
-          unlisted_host: unlistedHost,
-          credentials_rotated: fresh !== undefined,
-        },
+      const after = await audited(actor, meta, async (inTx) => {
+        const updated = await inTx.updateManifest(manifest, unlistedHost, fresh);
+        if (updated === undefined) return undefined;
+        return {
+          result: updated,
+          event: {
+            action: "plugin_update",
+            target: `plugin:${manifest.id}`,
+            details: {
+              before: auditView(before.manifest),
+              after: auditView(manifest),
+              unlisted_host: unlistedHost,
+              credentials_rotated: fresh !== undefined,
+            },
+          },
+        };
       });
+      forget(before);
       return { plugin: view(after), credentials: fresh?.credentials };
     },
 
     async setEnabled(actor, meta, id, enabled) {
-      const after = await store.setEnabled(id, enabled);
-      if (after === undefined) throw notFound();
-      forget(after);
-      await record(actor, meta, {
-        action: enabled ? "plugin_enable" : "plugin_disable",
-        target: `plugin:${id}`,
+      const after = await audited(actor, meta, async (inTx) => {
+        const changed = await inTx.setEnabled(id, enabled);
+        if (changed === undefined) return undefined;
+        return {
+          result: changed,
+          event: { action: enabled ? "plugin_enable" : "plugin_disable", target: `plugin:${id}` },
+        };
       });
+      forget(after);
       return view(after);
     },
 
     async delete(actor, meta, id) {
       const before = await existing(id);
-      if (!(await store.delete(id))) throw notFound();
-      // As a target its entries went with it (ON DELETE CASCADE); as a caller, now.
-      await deps.removeCaller(id);
-      forget(before);
-      await record(actor, meta, {
-        action: "plugin_delete",
-        target: `plugin:${id}`,
-        details: { before: auditView(before.manifest) },
+      await audited(actor, meta, async (inTx, tx) => {
+        if (!(await inTx.delete(id))) return undefined;
+        // As a target its entries go with it (ON DELETE CASCADE); as a caller, here.
+        await deps.removeCaller(tx, id);
+        return {
+          result: undefined,
+          event: {
+            action: "plugin_delete",
+            target: `plugin:${id}`,
+            details: { before: auditView(before.manifest) },
+          },
+        };
       });
+      forget(before);
     },
 
     async rotateCredentials(actor, meta, id) {
       const before = await existing(id);
       const fresh = newCredentials(id);
-      const after = await store.setCredentials(id, fresh.credentialHash, fresh.coreSecretSealed);
-      if (after === undefined) throw notFound();
+      const after = await audited(actor, meta, async (inTx) => {
+        const rotated = await inTx.setCredentials(id, fresh.credentialHash, fresh.coreSecretSealed);
+        if (rotated === undefined) return undefined;
+        return {
+          result: rotated,
+          event: { action: "plugin_rotate_credentials", target: `plugin:${id}` },
+        };
+      });
       forget(before);
-      await record(actor, meta, { action: "plugin_rotate_credentials", target: `plugin:${id}` });
       return { plugin: view(after), credentials: fresh.credentials };
     },
 

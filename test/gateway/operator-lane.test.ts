@@ -521,7 +521,7 @@ describe("the audit trail", () => {
     expect(seen).toEqual(["ai-core->echo:rag_query"]);
   });
 
-  it("applies an allowlist change only together with its audit event", async () => {
+  it("applies an allowlist or registry change only together with its audit event", async () => {
     const entry = async (target: string) => {
       const { rows } = await server.core.db.query<{ operations: string[] }>(
         "SELECT operations FROM operator_allowlist WHERE caller = 'ai-core' AND target = $1",
@@ -538,11 +538,13 @@ describe("the audit trail", () => {
         "PUT",
       );
     }
-    // The audit log refuses allowlist events (other events are written as usual).
+    // The audit log refuses allowlist and registry events (others are written as usual).
     await server.core.db.exec(`
       CREATE FUNCTION test_refuse_allowlist_events() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN
-        IF NEW.action LIKE 'allowlist_%' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+        IF NEW.action LIKE 'allowlist_%' OR NEW.action LIKE 'plugin_%' THEN
+          RAISE EXCEPTION 'refused by the test';
+        END IF;
         RETURN NEW;
       END $$;
       CREATE TRIGGER test_refuse_allowlist_events BEFORE INSERT ON audit_events
@@ -561,9 +563,18 @@ describe("the audit trail", () => {
         { token: admin.token, method: "DELETE", headers: { "x-api-key": admin.key } },
       );
       expect([removed.status, removed.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
-      // Neither change was applied, and calls are still allowed as before.
+      const disable = await adminCall("/admin/plugins/echo:disable", {});
+      expect([disable.status, disable.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      const register = await adminCall("/admin/plugins", {
+        id: "unaudited",
+        plugin_type: "internal",
+        endpoints: { x: "/x" },
+      });
+      expect([register.status, register.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      // No change was applied, and calls are still allowed as before.
       expect(await entry("echo")).toEqual(before.echo);
       expect(await entry("other")).toEqual(["ping"]);
+      expect((await adminCall("/admin/plugins/unaudited", undefined, "GET")).status).toBe(404);
       expect((await gatewayCall(aiCore, "echo", "rag_query", { top_k: 1 })).status).toBe(200);
     } finally {
       await server.core.db.exec(`
