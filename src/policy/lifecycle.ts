@@ -40,7 +40,7 @@ export async function loadActivePolicy(db: Database): Promise<LoadedPolicy> {
  */
 export async function ensureActivePolicy(deps: {
   db: Database;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "writeIn">;
   log: Logger;
 }): Promise<void> {
   const activated = await deps.db.transaction(async (tx) => {
@@ -52,15 +52,20 @@ export async function ensureActivePolicy(deps: {
     await policyStore.putVersion(tx, engine.version, defaultPolicy, "shipped default policy", by);
     const generation = await policyStore.activate(tx, engine.version, undefined, by);
     await policyStore.notify(tx, generation);
+    // With the activation, or not at all.
+    await deps.audit.writeIn(tx, {
+      actorType: "system",
+      action: "policy_activate",
+      target: `policy:${engine.version}`,
+      outcome: "success",
+      details: {
+        before: null,
+        after: engine.version,
+        reason: "first start: shipped default policy",
+      },
+    });
     return engine.version;
   });
   if (activated === undefined) return;
   deps.log.info({ version: activated }, "shipped default policy activated");
-  await deps.audit.write({
-    actorType: "system",
-    action: "policy_activate",
-    target: `policy:${activated}`,
-    outcome: "success",
-    details: { before: null, after: activated, reason: "first start: shipped default policy" },
-  });
 }

@@ -17,7 +17,7 @@ export const policyWriteScope = "policy:write";
 
 export interface PolicyModuleDeps {
   db: Database;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   log: Logger;
   /** Generation poll behind LISTEN/NOTIFY (default 1 s). */
   pollIntervalMs?: number;

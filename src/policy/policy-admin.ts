@@ -95,7 +95,7 @@ const pageTokenPattern = /^[1-9][0-9]{0,15}$/;
  */
 export function createPolicyAdmin(deps: {
   db: Database;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   live: LivePolicy;
 }): PolicyAdmin {
   const { db, audit, live } = deps;
@@ -123,18 +123,31 @@ export function createPolicyAdmin(deps: {
     details: { ...details, ...(actor.apiKeyId ? { api_key_id: actor.apiKeyId } : {}) },
   });
 
-  /** Runs a change; a refusal (a DomainError) is audited before it is answered. */
+  /** Writes a change's success event inside the change's own transaction. */
+  type RecordEvent = (tx: Executor, details: Record<string, unknown>) => Promise<void>;
+
+  /**
+   * Runs a change. `fn` gets `record`, which it calls inside the transaction that makes the
+   * change, so that the change and its event commit together or not at all (an event that
+   * cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE). A refusal (a
+   * DomainError) is audited before it is answered.
+   */
   async function change<T>(
     actor: PolicyActor,
     meta: PolicyRequestMeta,
     action: string,
     target: string,
     attempted: Record<string, unknown>,
-    fn: () => Promise<{ result: T; details: Record<string, unknown> }>,
+    fn: (record: RecordEvent) => Promise<T>,
   ): Promise<T> {
-    let outcome: { result: T; details: Record<string, unknown> };
+    let recorded = false;
+    const record: RecordEvent = async (tx, details) => {
+      await audit.writeIn(tx, event(actor, meta, action, target, "success", details));
+      recorded = true;
+    };
+    let result: T;
     try {
-      outcome = await fn();
+      result = await fn(record);
     } catch (err) {
       if (err instanceof DomainError && err.kind !== "unavailable" && err.kind !== "internal") {
         await audit.write(
@@ -148,8 +161,8 @@ export function createPolicyAdmin(deps: {
       }
       throw err;
     }
-    await audit.write(event(actor, meta, action, target, "success", outcome.details));
-    return outcome.result;
+    if (!recorded) throw new Error(`${action}: the change was made without its audit event`);
+    return result;
   }
 
   const traitView = (engine: PolicyEngine, name: string): TraitView | undefined => {
@@ -192,6 +205,7 @@ export function createPolicyAdmin(deps: {
   async function changeRegistry(
     edit: (traits: TraitDefinition[]) => TraitDefinition[],
     write: (tx: Executor) => Promise<void>,
+    recordIn: (tx: Executor) => Promise<void>,
     inUse?: (err: DomainError) => DomainError,
   ): Promise<PolicyEngine> {
     const { engine, generation } = await db.transaction(async (tx) => {
@@ -208,35 +222,38 @@ export function createPolicyAdmin(deps: {
       await write(tx);
       const next = await policyStore.bump(tx);
       await policyStore.notify(tx, next);
+      await recordIn(tx);
       return { engine: compiled, generation: next };
     });
     live.install(engine, generation);
     return engine;
   }
 
-  async function activateVersion(
+  /**
+   * Makes `version` the active one inside `tx` (the state row locked first, as every change
+   * does). Returns the engine to install once `tx` has committed (none when the version was
+   * already active), its generation, and the version it replaced.
+   */
+  async function activateIn(
+    tx: Executor,
     by: ChangeAuthor,
     version: string,
-  ): Promise<{ version: string; previousVersion: string }> {
-    const { engine, generation, previous } = await db.transaction(async (tx) => {
-      const state = await policyStore.lockState(tx);
-      const snapshot = await policyStore.snapshot(tx);
-      const document = await policyStore.document(tx, version);
-      if (document === undefined) {
-        throw notFound("POLICY_VERSION_NOT_FOUND", `no stored policy version ${version}`, {
-          version,
-        });
-      }
-      const compiled = compileForActivation(document, createTraitRegistry(snapshot.traits));
-      if (state.activeVersion === version) {
-        return { engine: undefined, generation: state.generation, previous: version };
-      }
-      const next = await policyStore.activate(tx, version, state.activeVersion, by);
-      await policyStore.notify(tx, next);
-      return { engine: compiled, generation: next, previous: state.activeVersion ?? "" };
-    });
-    if (engine !== undefined) live.install(engine, generation);
-    return { version, previousVersion: previous };
+  ): Promise<{ engine: PolicyEngine | undefined; generation: number; previous: string }> {
+    const state = await policyStore.lockState(tx);
+    const snapshot = await policyStore.snapshot(tx);
+    const document = await policyStore.document(tx, version);
+    if (document === undefined) {
+      throw notFound("POLICY_VERSION_NOT_FOUND", `no stored policy version ${version}`, {
+        version,
+      });
+    }
+    const compiled = compileForActivation(document, createTraitRegistry(snapshot.traits));
+    if (state.activeVersion === version) {
+      return { engine: undefined, generation: state.generation, previous: version };
+    }
+    const next = await policyStore.activate(tx, version, state.activeVersion, by);
+    await policyStore.notify(tx, next);
+    return { engine: compiled, generation: next, previous: state.activeVersion ?? "" };
   }
 
   const page = (token: string): number | undefined => {
@@ -272,7 +289,7 @@ export function createPolicyAdmin(deps: {
 
     putTrait(actor, meta, def) {
       const target = `trait:${def.name}`;
-      return change(actor, meta, "policy_trait_put", target, { after: def }, async () => {
+      return change(actor, meta, "policy_trait_put", target, { after: def }, async (record) => {
         parseTrait(def.name, "name");
         refuseBuiltin(def.name);
         const before = live.current().registry.definitions.find((d) => d.name === def.name);
@@ -280,25 +297,25 @@ export function createPolicyAdmin(deps: {
         const engine = await changeRegistry(
           (traits) => [...traits.filter((t) => t.name !== def.name), def],
           (tx) => policyStore.putTrait(tx, def, by),
+          (tx) => record(tx, { before: before ?? null, after: def }),
         );
-        return {
-          result: { trait: traitView(engine, def.name)!, created: before === undefined },
-          details: { before: before ?? null, after: def },
-        };
+        return { trait: traitView(engine, def.name)!, created: before === undefined };
       });
     },
 
     deleteTrait(actor, meta, name) {
-      return change(actor, meta, "policy_trait_delete", `trait:${name}`, {}, async () => {
+      return change(actor, meta, "policy_trait_delete", `trait:${name}`, {}, async (record) => {
         refuseBuiltin(name);
         const stored = await policyStore.traits(db);
         const before = stored.find((t) => t.name === name);
         if (before === undefined) {
           throw notFound("TRAIT_NOT_FOUND", `trait "${name}" is not registered`, { trait: name });
         }
+        const { updatedAt: _at, updatedBy: _by, ...definition } = before;
         await changeRegistry(
           (traits) => traits.filter((t) => t.name !== name),
           (tx) => policyStore.deleteTrait(tx, name),
+          (tx) => record(tx, { before: definition, after: null }),
           (err) =>
             failedPrecondition(
               "TRAIT_IN_USE",
@@ -306,8 +323,7 @@ export function createPolicyAdmin(deps: {
               { trait: name },
             ),
         );
-        const { updatedAt: _at, updatedBy: _by, ...definition } = before;
-        return { result: undefined, details: { before: definition, after: null } };
+        return undefined;
       });
     },
 
@@ -337,33 +353,49 @@ export function createPolicyAdmin(deps: {
     },
 
     putPolicy(actor, meta, input) {
-      return change(actor, meta, "policy_put", "policy", { activate: input.activate }, async () => {
-        const registry = live.current().registry;
-        const issues = validatePolicy(input.document, registry);
-        if (issues.length > 0) throw policyInvalid(issues, input.document);
-        const document = input.document as PolicyDocument;
-        const { version } = compilePolicy(document, registry);
-        const by = author(actor, meta);
-        const created = await db.transaction((tx) =>
-          policyStore.putVersion(tx, version, document, input.description, by),
-        );
-        const before = live.current().version;
-        const activated = input.activate ? await activateVersion(by, version) : undefined;
-        const stored = await policyStore.version(db, version);
-        return {
-          result: {
+      return change(
+        actor,
+        meta,
+        "policy_put",
+        "policy",
+        { activate: input.activate },
+        async (record) => {
+          const registry = live.current().registry;
+          const issues = validatePolicy(input.document, registry);
+          if (issues.length > 0) throw policyInvalid(issues, input.document);
+          const document = input.document as PolicyDocument;
+          const { version } = compilePolicy(document, registry);
+          const by = author(actor, meta);
+          // Stored, activated (when asked) and audited in one transaction.
+          const { created, activation } = await db.transaction(async (tx) => {
+            if (input.activate) await policyStore.lockState(tx);
+            const created = await policyStore.putVersion(
+              tx,
+              version,
+              document,
+              input.description,
+              by,
+            );
+            const activation = input.activate ? await activateIn(tx, by, version) : undefined;
+            await record(tx, {
+              version,
+              created,
+              rule_count: document.rules.length,
+              ...(activation ? { before: activation.previous || null, after: version } : {}),
+            });
+            return { created, activation };
+          });
+          if (activation?.engine !== undefined) {
+            live.install(activation.engine, activation.generation);
+          }
+          const stored = await policyStore.version(db, version);
+          return {
             version: withActive(stored!),
             created,
-            activated: activated !== undefined && activated.previousVersion !== version,
-          },
-          details: {
-            version,
-            created,
-            rule_count: document.rules.length,
-            ...(activated ? { before, after: version } : {}),
-          },
-        };
-      });
+            activated: activation !== undefined && activation.previous !== version,
+          };
+        },
+      );
     },
 
     validate(document, requests) {
@@ -392,9 +424,16 @@ export function createPolicyAdmin(deps: {
         "policy_activate",
         `policy:${version}`,
         { before, after: version },
-        async () => {
-          const result = await activateVersion(author(actor, meta), version);
-          return { result, details: { before: result.previousVersion || null, after: version } };
+        async (record) => {
+          const activation = await db.transaction(async (tx) => {
+            const done = await activateIn(tx, author(actor, meta), version);
+            await record(tx, { before: done.previous || null, after: version });
+            return done;
+          });
+          if (activation.engine !== undefined) {
+            live.install(activation.engine, activation.generation);
+          }
+          return { version, previousVersion: activation.previous };
         },
       );
     },

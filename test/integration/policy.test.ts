@@ -496,6 +496,49 @@ describe("administration", () => {
 });
 
 describe("with the audit log failing", () => {
+  it("applies no administrative change whose audit event cannot be written", async () => {
+    const active = server.core.policy.current().version;
+    const document: PolicyDocument = {
+      rules: [
+        {
+          id: "unaudited-rule",
+          description: "never stored",
+          contexts: ["SEARCH"],
+          when: { all: ["role:viewer", "data_access:public"] },
+          decision: "allow",
+        },
+      ],
+    };
+    await server.core.db.exec("ALTER TABLE audit_events RENAME TO audit_events_away");
+    try {
+      const trait = await admin("PUT", "/api/admin/policy/traits/role:unaudited", {
+        implies: ["role:viewer"],
+      });
+      expect([trait.status, trait.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      const put = await admin("POST", "/api/admin/policy/versions", {
+        document,
+        description: "unaudited",
+        activate: true,
+      });
+      expect([put.status, put.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+    } finally {
+      await server.core.db.exec("ALTER TABLE audit_events_away RENAME TO audit_events");
+    }
+    // Neither the trait nor the version was stored, and the active version still answers.
+    expect(
+      (await admin("GET", "/api/admin/policy/traits/role:unaudited", undefined, readKey)).status,
+    ).toBe(404);
+    const { rows } = await server.core.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM policy_versions WHERE description = 'unaudited'",
+    );
+    expect(rows[0]?.n).toBe(0);
+    expect(server.core.policy.current().version).toBe(active);
+    const { rows: state } = await server.core.db.query<{ active_version: string }>(
+      "SELECT active_version FROM policy_state",
+    );
+    expect(state[0]?.active_version).toBe(active);
+  });
+
   it("answers 503 and no decision", async () => {
     await server.core.db.exec("ALTER TABLE audit_events RENAME TO audit_events_away");
     try {

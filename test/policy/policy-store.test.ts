@@ -31,6 +31,10 @@ describe.each(databaseTargets())("policy storage on $name", (target) => {
       audit.push(e);
       return { id: "e", seq: "1", hash: "h" };
     },
+    writeIn: async (_tx: unknown, e: AuditEventInput) => {
+      audit.push(e);
+      return { id: "e", seq: "1", hash: "h" };
+    },
   };
 
   beforeAll(async () => {
