@@ -17,7 +17,7 @@ export const settingsWriteScope = "settings:write";
 
 export interface SettingsModuleDeps {
   db: Database;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   /** Keys that seal secret settings at rest. */
   dataKeys: DataKeys;
   /** The validated configuration and the environment it came from: the defaults' source. */

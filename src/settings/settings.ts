@@ -97,7 +97,7 @@ export interface Settings {
 export interface SettingsDeps {
   db: Database;
   box: SecretBox;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   /** The environment's values (src/settings/effective.ts). */
   environment: ReadonlyMap<string, SettingValue>;
   log: Logger;
@@ -205,16 +205,29 @@ export function createSettings(deps: SettingsDeps): Settings {
           });
         }
         if (masked.length > 0) throw invalidSettings(masked);
-        if (writes.length === 0) return { version: stored.version, changes };
-        const version = stored.version + 1;
-        await settingsStore.write(tx, {
-          version,
-          userId: actor.userId,
-          username: actor.username,
-          requestId: meta.requestId,
-          writes,
-          changes,
-        });
+        const version = writes.length === 0 ? stored.version : stored.version + 1;
+        if (writes.length > 0) {
+          await settingsStore.write(tx, {
+            version,
+            userId: actor.userId,
+            username: actor.username,
+            requestId: meta.requestId,
+            writes,
+            changes,
+          });
+        }
+        // The update and its event commit together: an event that cannot be written rolls
+        // the update back (503 AUDIT_UNAVAILABLE).
+        const changed = changes.map((c) => c.key);
+        await audit.writeIn(
+          tx,
+          auditEvent(actor, meta, "success", {
+            version,
+            changed,
+            changes,
+            restart_required: changed.filter((key) => definitionOf(key)?.restartRequired),
+          }),
+        );
         // Answered DATABASE_UNAVAILABLE already: roll back rather than apply it unseen.
         if (expired()) throw new Error("settings update outlived its timeout");
         return { version, changes };
@@ -263,14 +276,6 @@ export function createSettings(deps: SettingsDeps): Settings {
       }
       const changed = result.changes.map((c) => c.key);
       const restartRequired = changed.filter((key) => definitionOf(key)?.restartRequired);
-      await audit.write(
-        auditEvent(actor, meta, "success", {
-          version: result.version,
-          changed,
-          changes: result.changes,
-          restart_required: restartRequired,
-        }),
-      );
       if (changed.length > 0) {
         await deps.committed?.().catch((err: unknown) => {
           // Committed and audited: other processes and the poll pick it up regardless.

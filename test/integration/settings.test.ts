@@ -229,6 +229,21 @@ describe("settings through the core", () => {
     expect((await auditEvents(server, "failure")).length).toBe(refusals + 1);
   });
 
+  it("applies no update whose audit event cannot be written (503, nothing changed)", async () => {
+    const before = (await get()).body as { version: string; settings: Record<string, unknown> };
+    await server.core.db.exec("ALTER TABLE audit_events RENAME TO audit_events_away");
+    let res: Awaited<ReturnType<typeof post>>;
+    try {
+      res = await post('{"log_level": "error"}');
+    } finally {
+      await server.core.db.exec("ALTER TABLE audit_events_away RENAME TO audit_events");
+    }
+    expect([res.status, res.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+    const after = (await get()).body as { version: string; settings: Record<string, unknown> };
+    expect(after.version).toBe(before.version);
+    expect(after.settings.log_level).toBe(before.settings.log_level);
+  });
+
   it("keeps data_source sealed in its row, masked in every answer and the history", async () => {
     const secret = "postgres://app:hunter2-very-secret@db.internal/x";
     const res = await post(JSON.stringify({ data_source: secret }));

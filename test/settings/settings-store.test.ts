@@ -29,6 +29,10 @@ describe.each(databaseTargets())("settings store on $name", (target) => {
           audited.push(event);
           return { id: "x", seq: "1", hash: "h" };
         },
+        writeIn: async (_tx, event) => {
+          audited.push(event);
+          return { id: "x", seq: "1", hash: "h" };
+        },
       },
       environment: new Map([["log_level", "warn"]]),
       log: silentLogger,
