@@ -1,7 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
-import type { ApiKeyRecord, ApiKeyStatusFilter, ApiKeyStore } from "./api-key-store.js";
+import type { Queryable, Session } from "../storage/index.js";
+import { type ApiKeyRecord, type ApiKeyStatusFilter, createApiKeyStore } from "./api-key-store.js";
 import { generateKey, keyType } from "./key-format.js";
 import { decodePageToken, encodePageToken } from "./page-token.js";
 import { checkScopes } from "./scopes.js";
@@ -67,8 +68,9 @@ export interface ApiKeys {
 }
 
 export interface ApiKeysDeps {
-  store: ApiKeyStore;
-  audit: Pick<AuditWriter, "write">;
+  /** Where keys live; a creation or revocation and its audit event are one transaction. */
+  db: Queryable & Pick<Session, "transaction">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   clock: ApiKeyClock;
   /** Drops the verifier's cached state of a key (after a revocation), so it applies at once. */
   forget: (prefix: string) => void;
@@ -95,24 +97,29 @@ const auditView = (key: ApiKeyRecord) => ({
 });
 
 export function createApiKeys(deps: ApiKeysDeps): ApiKeys {
-  const { store, audit, clock, forget } = deps;
+  const { db, audit, clock, forget } = deps;
+  const store = createApiKeyStore(db);
 
+  const eventOf = (
+    actor: ApiKeyActor,
+    meta: ApiKeyRequestMeta,
+    event: Pick<AuditEventInput, "action" | "target" | "outcome" | "details">,
+  ): AuditEventInput => ({
+    ...event,
+    actorType: actor.type,
+    actorId: actor.type === "system" ? null : actor.id,
+    requestId: meta.requestId,
+    details: {
+      ...event.details,
+      ...(actor.type !== "system" && actor.apiKey ? { api_key_id: actor.apiKey.id } : {}),
+      ...(actor.type === "system" ? { via: "cli" } : {}),
+    },
+  });
   const write = (
     actor: ApiKeyActor,
     meta: ApiKeyRequestMeta,
     event: Pick<AuditEventInput, "action" | "target" | "outcome" | "details">,
-  ) =>
-    audit.write({
-      ...event,
-      actorType: actor.type,
-      actorId: actor.type === "system" ? null : actor.id,
-      requestId: meta.requestId,
-      details: {
-        ...event.details,
-        ...(actor.type !== "system" && actor.apiKey ? { api_key_id: actor.apiKey.id } : {}),
-        ...(actor.type === "system" ? { via: "cli" } : {}),
-      },
-    });
+  ) => audit.write(eventOf(actor, meta, event));
 
   function statusOf(key: ApiKeyRecord): ApiKeyStatus {
     if (key.revokedAt !== null) return "revoked";
@@ -194,24 +201,34 @@ export function createApiKeys(deps: ApiKeysDeps): ApiKeys {
       for (let attempt = 0; attempt < 5; attempt++) {
         const { key, prefix, secretHash } = generateKey();
         const id = randomUUID();
-        const inserted = await store.insert({
-          id,
-          name,
-          prefix,
-          secretHash,
-          scopes,
-          createdBy: actor.type === "system" ? null : actor.id,
-          createdAt: new Date(now),
-          expiresAt,
+        // The key and its audit event commit together, or neither does.
+        const record = await db.transaction(async (tx) => {
+          const inTx = createApiKeyStore(tx);
+          const inserted = await inTx.insert({
+            id,
+            name,
+            prefix,
+            secretHash,
+            scopes,
+            createdBy: actor.type === "system" ? null : actor.id,
+            createdAt: new Date(now),
+            expiresAt,
+          });
+          if (!inserted) return undefined;
+          const created = await inTx.get(id);
+          if (created === undefined) throw new Error("an inserted API key is not there");
+          await audit.writeIn(
+            tx,
+            eventOf(actor, meta, {
+              action: "api_key_create",
+              target: `api_key:${id}`,
+              outcome: "success",
+              details: auditView(created),
+            }),
+          );
+          return created;
         });
-        if (!inserted) continue;
-        const record = await existing(id);
-        await write(actor, meta, {
-          action: "api_key_create",
-          target: `api_key:${id}`,
-          outcome: "success",
-          details: auditView(record),
-        });
+        if (record === undefined) continue;
         return { record, key };
       }
       throw new Error("could not draw an unused API key prefix in 5 attempts");
@@ -256,19 +273,26 @@ export function createApiKeys(deps: ApiKeysDeps): ApiKeys {
     },
 
     async revoke(actor, meta, input) {
-      const revoked = await store.revoke(
-        input.keyId,
-        actor.type === "system" ? null : actor.id,
-        new Date(clock.now()),
-      );
-      if (revoked === undefined) throw keyNotFound();
-      forget(revoked.key.prefix);
-      await write(actor, meta, {
-        action: "api_key_revoke",
-        target: `api_key:${revoked.key.id}`,
-        outcome: "success",
-        details: { ...auditView(revoked.key), already_revoked: revoked.wasRevoked },
+      // The revocation and its audit event commit together, or neither does.
+      const revoked = await db.transaction(async (tx) => {
+        const done = await createApiKeyStore(tx).revoke(
+          input.keyId,
+          actor.type === "system" ? null : actor.id,
+          new Date(clock.now()),
+        );
+        if (done === undefined) throw keyNotFound();
+        await audit.writeIn(
+          tx,
+          eventOf(actor, meta, {
+            action: "api_key_revoke",
+            target: `api_key:${done.key.id}`,
+            outcome: "success",
+            details: { ...auditView(done.key), already_revoked: done.wasRevoked },
+          }),
+        );
+        return done;
       });
+      forget(revoked.key.prefix);
       return revoked.key;
     },
   };

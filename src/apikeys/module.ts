@@ -3,15 +3,15 @@ import type { AuditWriter } from "../audit/index.js";
 import type { Logger } from "../log.js";
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
-import type { Queryable } from "../storage/index.js";
+import type { Queryable, Session } from "../storage/index.js";
 import { createApiKeyStore } from "./api-key-store.js";
 import { type ApiKeys, createApiKeys } from "./api-keys.js";
 import { createApiKeyService } from "./service.js";
 import { type ApiKeyClock, createApiKeyVerifier, type LocalApiKeyVerifier } from "./verifier.js";
 
 export interface ApiKeysModuleDeps {
-  db: Queryable;
-  audit: Pick<AuditWriter, "write">;
+  db: Queryable & Pick<Session, "transaction">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   log: Logger;
   clock?: ApiKeyClock;
   /** How long the verifier remembers a key's state (default 1000 ms). */
@@ -47,7 +47,7 @@ export function createApiKeysModule(deps: ApiKeysModuleDeps): {
     ...(deps.cacheTtlMs === undefined ? {} : { cacheTtlMs: deps.cacheTtlMs }),
   });
   const apiKeys = createApiKeys({
-    store,
+    db: deps.db,
     audit: deps.audit,
     clock,
     forget: (prefix) => verifier.forget(prefix),

@@ -26,7 +26,7 @@ describe.each(databaseTargets())("API keys on $name", (target) => {
     db = await openTestDatabase(target);
     audit = createAuditWriter({ db, log: silentLogger });
     apiKeys = createApiKeys({
-      store: createApiKeyStore(db),
+      db,
       audit,
       clock: { now: () => now },
       forget: (prefix) => forgotten.push(prefix),
@@ -242,7 +242,7 @@ describe.each(databaseTargets())("API keys on $name", (target) => {
       const ownAudit = createAuditWriter({ db: own, log: silentLogger });
       let t = Date.parse("2031-01-01T00:00:00.000Z");
       const keys = createApiKeys({
-        store: createApiKeyStore(own),
+        db: own,
         audit: ownAudit,
         clock: { now: () => t },
         forget: () => undefined,

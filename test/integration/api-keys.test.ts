@@ -265,6 +265,38 @@ describe("API keys over REST", () => {
     expect(typeof rows[0]?.details.api_key_id).toBe("string");
   });
 
+  it("creates and revokes nothing whose audit event cannot be written (503)", async () => {
+    const kept = await create(["api_keys:read"]);
+    const key = kept.body.key as string;
+    const id = (kept.body.api_key as { key_id: string }).key_id;
+    await server.core.db.exec("ALTER TABLE audit_events RENAME TO audit_events_away");
+    let made: Reply;
+    let revoked: Reply;
+    try {
+      made = await create(["api_keys:read"], { name: "never audited" });
+      revoked = await rest(
+        "POST",
+        `/api/admin/api-keys/${id}:revoke`,
+        { token: root, key: adminKey },
+        {},
+      );
+    } finally {
+      await server.core.db.exec("ALTER TABLE audit_events_away RENAME TO audit_events");
+    }
+    expect([made.status, made.reason, made.body.key]).toEqual([
+      503,
+      "AUDIT_UNAVAILABLE",
+      undefined,
+    ]);
+    expect([revoked.status, revoked.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+    const { rows } = await server.core.db.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM api_keys WHERE name = 'never audited'",
+    );
+    expect(rows[0]?.n).toBe(0);
+    // The key whose revocation failed still works.
+    expect((await rest("GET", `/api/admin/api-keys/${id}`, { token: root, key })).status).toBe(200);
+  });
+
   it("refuses an expired key with 401", async () => {
     const created = await create(["api_keys:read"], {
       expires_at: new Date(Date.now() + 1_500).toISOString(),
