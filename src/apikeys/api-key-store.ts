@@ -105,33 +105,28 @@ const toRecord = (row: RecordRow): ApiKeyRecord => ({
   lastUsedAt: date(row.last_used_at),
 });
 
-const uniqueViolation = "23505";
-
 export function createApiKeyStore(db: Queryable): ApiKeyStore {
   return {
     async insert(key) {
-      try {
-        await db.query(
-          `INSERT INTO api_keys
-             (id, name, prefix, secret_hash, scopes, created_by, created_at, expires_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-          [
-            key.id,
-            key.name,
-            key.prefix,
-            key.secretHash,
-            [...key.scopes],
-            key.createdBy,
-            key.createdAt,
-            key.expiresAt,
-          ],
-        );
-        return true;
-      } catch (err) {
-        const e = err as { code?: string; constraint?: string };
-        if (e.code === uniqueViolation && e.constraint === "api_keys_prefix_key") return false;
-        throw err;
-      }
+      // A prefix already taken inserts nothing (no error, so a surrounding transaction
+      // stays usable); any other conflict (the id) still raises.
+      const { rowCount } = await db.query(
+        `INSERT INTO api_keys
+           (id, name, prefix, secret_hash, scopes, created_by, created_at, expires_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (prefix) DO NOTHING`,
+        [
+          key.id,
+          key.name,
+          key.prefix,
+          key.secretHash,
+          [...key.scopes],
+          key.createdBy,
+          key.createdAt,
+          key.expiresAt,
+        ],
+      );
+      return rowCount === 1;
     },
 
     async get(id) {

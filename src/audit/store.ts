@@ -18,11 +18,13 @@ export interface AppendedEvent {
 }
 
 /**
- * Appends events to the chain in one statement, which is its own transaction: the database
- * function audit_append takes the chain's lock, reads the newest hash, chains the events
- * after it (sha256 over the canonical encodings computed here) and inserts them. One round
- * trip whatever the batch size; run it outside a transaction, so that the lock is released
- * as soon as the batch is committed. Returns one entry per event, in order.
+ * Appends events to the chain in one statement: the database function audit_append takes
+ * the chain's lock, reads the newest hash, chains the events after it (sha256 over the
+ * canonical encodings computed here) and inserts them. One round trip whatever the batch
+ * size. Outside a transaction (the writer's batches) the statement is its own transaction
+ * and the lock is released at once; inside one (AuditWriter.writeIn) the events commit or
+ * roll back with it, and the lock is held until it ends. Returns one entry per event, in
+ * order.
  */
 export async function appendBatch(
   db: Queryable,

@@ -314,7 +314,14 @@ export function createPolicyAdmin(deps: {
         const { updatedAt: _at, updatedBy: _by, ...definition } = before;
         await changeRegistry(
           (traits) => traits.filter((t) => t.name !== name),
-          (tx) => policyStore.deleteTrait(tx, name),
+          async (tx) => {
+            // Checked again under the lock: a concurrent delete got there first.
+            if (!(await policyStore.deleteTrait(tx, name))) {
+              throw notFound("TRAIT_NOT_FOUND", `trait "${name}" is not registered`, {
+                trait: name,
+              });
+            }
+          },
           (tx) => record(tx, { before: definition, after: null }),
           (err) =>
             failedPrecondition(

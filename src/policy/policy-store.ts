@@ -158,8 +158,10 @@ export const policyStore = {
     );
   },
 
-  async deleteTrait(tx: Queryable, name: string): Promise<void> {
-    await tx.query("DELETE FROM policy_traits WHERE name = $1", [name]);
+  /** Removes a stored trait; false when there was none. */
+  async deleteTrait(tx: Queryable, name: string): Promise<boolean> {
+    const { rowCount } = await tx.query("DELETE FROM policy_traits WHERE name = $1", [name]);
+    return rowCount > 0;
   },
 
   /** Stores a version unless it exists; true when it was created. */

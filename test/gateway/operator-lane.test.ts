@@ -571,6 +571,17 @@ describe("the audit trail", () => {
         endpoints: { x: "/x" },
       });
       expect([register.status, register.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      // Deleting a plugin also drops the entries naming it as caller: both roll back.
+      const asCaller = await server.core.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM operator_allowlist WHERE caller = 'echo'",
+      );
+      expect(asCaller.rows[0]?.n).toBeGreaterThan(0);
+      const deleted = await adminCall("/admin/plugins/echo", undefined, "DELETE");
+      expect([deleted.status, deleted.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      const stillCaller = await server.core.db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM operator_allowlist WHERE caller = 'echo'",
+      );
+      expect(stillCaller.rows[0]?.n).toBe(asCaller.rows[0]?.n);
       // No change was applied, and calls are still allowed as before.
       expect(await entry("echo")).toEqual(before.echo);
       expect(await entry("other")).toEqual(["ping"]);

@@ -45,6 +45,25 @@ describe.skipIf(!url)("policy on two servers sharing one PostgreSQL", () => {
     await a?.close();
   });
 
+  it("deletes a trait once when deletions race on both servers: one succeeds, the others 404", async () => {
+    const call = (server: TestServer, method: string) =>
+      fetch(`${server.url}/api/admin/policy/traits/role:racy`, {
+        method,
+        headers,
+        ...(method === "PUT" ? { body: "{}" } : {}),
+      });
+    for (let round = 0; round < 5; round++) {
+      expect((await call(a, "PUT")).status).toBe(200);
+      const answers = await Promise.all([a, b, a, b].map((server) => call(server, "DELETE")));
+      expect(answers.map((r) => r.status).sort()).toEqual([200, 404, 404, 404]);
+    }
+    const { rows } = await a.core.db.query<{ n: string }>(
+      `SELECT count(*) AS n FROM audit_events
+        WHERE action = 'policy_trait_delete' AND target = 'trait:role:racy' AND outcome = 'success'`,
+    );
+    expect(Number(rows[0]?.n)).toBe(5);
+  });
+
   it("activated the shipped policy once for both", async () => {
     expect(a.core.policy.current().version).toBe(b.core.policy.current().version);
     const { rows } = await a.core.db.query<{ n: string }>(

@@ -521,6 +521,15 @@ describe("with the audit log failing", () => {
         activate: true,
       });
       expect([put.status, put.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+      // Activating a stored version, and deleting a registered trait, roll back too.
+      const { rows: others } = await server.core.db.query<{ version: string }>(
+        "SELECT version FROM policy_versions WHERE version <> $1 LIMIT 1",
+        [active],
+      );
+      const other = others[0]?.version;
+      expect(other).toBeDefined();
+      const activate = await admin("POST", `/api/admin/policy/versions/${other}:activate`, {});
+      expect([activate.status, activate.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
     } finally {
       await server.core.db.exec("ALTER TABLE audit_events_away RENAME TO audit_events");
     }
