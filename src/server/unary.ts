@@ -9,6 +9,10 @@ import {
   type Interceptor,
   type MethodImplSpec,
 } from "@connectrpc/connect";
+// Connect marks invokeUnaryImplementation (and protocol-grpc's parseTimeout and
+// setTrailerStatus, used by grpc-unary.ts) as internal: exported, but outside semantic
+// versioning. The lock file pins Connect; on an upgrade, test/unit/grpc-unary.test.ts and the
+// protocol matrix (test/integration/protocols.test.ts) are what tell whether they still hold.
 import { invokeUnaryImplementation } from "@connectrpc/connect/protocol";
 
 /** A unary method as registered on the router: its descriptor and implementation. */
