@@ -3,7 +3,7 @@ import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Logger } from "../log.js";
-import type { UnaryMethods, UnarySpec } from "./unary.js";
+import { clientGoneSignal, type UnaryMethods, type UnarySpec } from "./unary.js";
 
 /**
  * gRPC unary calls, served without Connect's streaming pipeline: read the one
@@ -153,11 +153,7 @@ export async function serveGrpcUnary(
 ): Promise<void> {
   // The handler's signal aborts when the client goes away before the answer is written
   // (RST_STREAM, a closed connection), as with Connect's handler.
-  const abort = new AbortController();
-  let answered = false;
-  res.once("close", () => {
-    if (!answered) abort.abort(new ConnectError("the client closed the request", Code.Canceled));
-  });
+  const client = clientGoneSignal(res);
   try {
     const timeout = parseTimeout(
       (req.headers["grpc-timeout"] as string | undefined) ?? null,
@@ -179,7 +175,7 @@ export async function serveGrpcUnary(
       protocolName: "grpc",
       requestHeader: requestHeader(req),
       url: `http://${authority}${req.url}`,
-      signal: abort.signal,
+      signal: client.signal,
       timeoutMs: timeout.timeoutMs,
       contextValues: options.contextValues,
     });
@@ -189,12 +185,12 @@ export async function serveGrpcUnary(
     frame[0] = 0;
     frame.writeUInt32BE(message.length, 1);
     frame.set(message, 5);
-    answered = true;
+    client.end();
     res.writeHead(200, { ...headersObject(outcome.header), "content-type": contentType });
     res.addTrailers({ ...headersObject(outcome.trailer), "grpc-status": "0" });
     res.end(frame);
   } catch (err) {
-    answered = true;
+    client.end();
     if (err instanceof ConnectError) {
       sendStatus(res, err, options.log);
       return;

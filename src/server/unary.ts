@@ -39,6 +39,29 @@ export interface UnaryOutcome {
   trailer: Headers;
 }
 
+/**
+ * A signal for a call's handler that aborts (Canceled) when the response closes before the
+ * call has ended: the client reset its stream or dropped the connection. Call `end()` once
+ * the answer is decided. (On HTTP/2, `writableFinished` is already true after a RST_STREAM,
+ * so it cannot tell the two apart; this flag can.)
+ */
+export function clientGoneSignal(res: { once(event: "close", listener: () => void): unknown }): {
+  signal: AbortSignal;
+  end(): void;
+} {
+  const abort = new AbortController();
+  let ended = false;
+  res.once("close", () => {
+    if (!ended) abort.abort(new ConnectError("the client closed the request", Code.Canceled));
+  });
+  return {
+    signal: abort.signal,
+    end: () => {
+      ended = true;
+    },
+  };
+}
+
 /** The reason given to a finished call's signal: preallocated, so finishing costs no stack trace. */
 const finished = new ConnectError("the call has finished", Code.Canceled);
 

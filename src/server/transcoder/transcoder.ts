@@ -3,7 +3,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Registry } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, createContextValues } from "@connectrpc/connect";
 import type { Logger } from "../../log.js";
-import type { UnaryMethods, UnaryOutcome } from "../unary.js";
+import { clientGoneSignal, type UnaryMethods, type UnaryOutcome } from "../unary.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
   connectErrorResponse,
@@ -142,13 +142,7 @@ function invoke(
   message: Parameters<UnaryMethods["invoke"]>[1],
   options: RestTranscoderOptions,
 ): Promise<UnaryOutcome> {
-  // Aborts the handler's signal when the client goes away before the call ends (on
-  // HTTP/2, writableFinished is already true after a RST_STREAM: not a usable test).
-  const abort = new AbortController();
-  let ended = false;
-  res.once("close", () => {
-    if (!ended) abort.abort(new ConnectError("the client closed the request", Code.Canceled));
-  });
+  const client = clientGoneSignal(res);
   const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
   return options.methods
@@ -156,12 +150,10 @@ function invoke(
       protocolName: "rest",
       requestHeader: handlerHeaders(req),
       url: `${encrypted ? "https" : "http"}://${String(authority)}/${route.spec.method.parent.typeName}/${route.spec.method.name}`,
-      signal: abort.signal,
+      signal: client.signal,
       contextValues: options.contextValues?.(req) ?? createContextValues(),
     })
-    .finally(() => {
-      ended = true;
-    });
+    .finally(client.end);
 }
 
 async function serve(
