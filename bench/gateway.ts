@@ -10,7 +10,14 @@ import { create, toBinary } from "@bufbuild/protobuf";
 import pg from "pg";
 import { CallRequestSchema } from "../gen/traitgate/gateway/v1/gateway_pb.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
-import { formatResults, type LoadResult, runLoad } from "./load.js";
+import {
+  type CpuSampler,
+  commandCpuMs,
+  formatResults,
+  type LoadResult,
+  processCpuMs,
+  runLoad,
+} from "./load.js";
 
 /**
  * The operator lane's hop (issue 6): rag_query-sized calls (about 2 KB of JSON in, 8 KB
@@ -172,6 +179,8 @@ function checkReply(body: Buffer, label: string): void {
 }
 
 interface Setup {
+  /** CPU time (ms) so far of each party: load generator, core, plugin, nginx, PostgreSQL. */
+  cpu: CpuSampler;
   /** Runs the in-process scenario in the core (SIGUSR2) and returns its results. */
   inProcess(): Promise<LoadResult[]>;
   coreUrl: string;
@@ -179,6 +188,8 @@ interface Setup {
   aiCoreToken: string;
   coreSecret: string;
   pluginPort: number;
+  /** The bare Node.js proxy (bench/node-proxy.ts) in front of the same plugin. */
+  nodeProxyPort: number;
   nginxPort: number | undefined;
   nginxNote: string;
   stop(): Promise<void>;
@@ -283,6 +294,15 @@ async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup>
       "PUT",
     );
 
+    const nodeProxy = await startChild(
+      process.execPath,
+      [join(here, "node-proxy.js")],
+      { PATH: process.env.PATH, UPSTREAM_PORT: String(pluginPort), PORT: "0" },
+      /node-proxy listening on (\d+)/,
+    );
+    children.push(nodeProxy);
+    const nodeProxyPort = Number(nodeProxy.match?.[1]);
+
     let nginxPort: number | undefined;
     let nginxNote = "";
     try {
@@ -319,13 +339,29 @@ async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup>
         await new Promise((r) => setTimeout(r, 200));
       }
     };
+    const corePid = core.child.pid ?? -1;
+    const pluginPid = plugin.child.pid ?? -1;
+    const nodeProxyPid = nodeProxy.child.pid ?? -1;
+    const cpu: CpuSampler = () => {
+      const self = process.cpuUsage();
+      return {
+        client: (self.user + self.system) / 1000,
+        core: processCpuMs(corePid),
+        plugin: processCpuMs(pluginPid),
+        "node proxy": processCpuMs(nodeProxyPid),
+        ...(nginxPort === undefined ? {} : { nginx: commandCpuMs("nginx") }),
+        ...(pgUrl ? { postgres: commandCpuMs("postgres") } : {}),
+      };
+    };
     return {
+      cpu,
       inProcess,
       coreUrl: url,
       corePort: Number(new URL(url).port),
       aiCoreToken: token.access_token as string,
       coreSecret,
       pluginPort,
+      nodeProxyPort,
       nginxPort,
       nginxNote,
       stop,
@@ -339,6 +375,7 @@ async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup>
 const scenarioNames = {
   direct: "direct to the plugin (HTTP/1.1)",
   nginx: "nginx → plugin (HTTP/1.1)",
+  nodeproxy: "bare Node.js proxy → plugin (HTTP/1.1; floor, no checks)",
   rest: "gateway REST → plugin",
   grpc: "gateway gRPC → plugin",
   inprocess: "gateway in process (`core.gateway.call`, no transport)",
@@ -347,6 +384,8 @@ type Scenario = keyof typeof scenarioNames;
 
 /** BENCH_GATEWAY_ONLY=rest,grpc runs only those scenarios (e.g. to profile the core). */
 const only = process.env.BENCH_GATEWAY_ONLY?.split(",");
+/** BENCH_GATEWAY_IN_FLIGHT=1 runs only that concurrency (default 1,64). */
+const inFlight = (process.env.BENCH_GATEWAY_IN_FLIGHT ?? "1,64").split(",").map(Number);
 
 async function benchGatewayOn(label: string, pgUrl: string | undefined, seconds: number) {
   const s = await setUp(pgUrl, seconds);
@@ -354,10 +393,11 @@ async function benchGatewayOn(label: string, pgUrl: string | undefined, seconds:
     const results: LoadResult[] = [];
     const byKey = new Map<string, LoadResult>();
     const grpc = grpcCaller(s.coreUrl);
-    for (const concurrency of [1, 64]) {
+    for (const concurrency of inFlight) {
       const plugin = poster(s.pluginPort, concurrency);
       const gateway = poster(s.corePort, concurrency);
       const nginx = s.nginxPort === undefined ? undefined : poster(s.nginxPort, concurrency);
+      const nodeProxy = poster(s.nodeProxyPort, concurrency);
       const pluginAuth = { authorization: `Bearer ${s.coreSecret}` };
       const callerAuth = { authorization: `Bearer ${s.aiCoreToken}` };
       const calls: [Scenario, () => Promise<unknown>][] = [
@@ -370,12 +410,14 @@ async function benchGatewayOn(label: string, pgUrl: string | undefined, seconds:
               ],
             ]
           : []),
+        ["nodeproxy", () => nodeProxy.post("/rag/query", payloadJson, pluginAuth)],
         ["rest", () => gateway.post("/gateway/echo/rag_query", gatewayJson, callerAuth)],
         ["grpc", () => grpc.call(s.aiCoreToken)],
       ];
-      if (concurrency === 1) {
+      if (concurrency === inFlight[0]) {
         checkReply(await plugin.post("/rag/query", payloadJson, pluginAuth), "direct");
         if (nginx) checkReply(await nginx.post("/rag/query", payloadJson, pluginAuth), "nginx");
+        checkReply(await nodeProxy.post("/rag/query", payloadJson, pluginAuth), "node proxy");
         checkReply(
           await gateway.post("/gateway/echo/rag_query", gatewayJson, callerAuth),
           "gateway REST",
@@ -384,11 +426,18 @@ async function benchGatewayOn(label: string, pgUrl: string | undefined, seconds:
       }
       for (const [key, fn] of calls) {
         if (only && !only.includes(key)) continue;
-        const r = await runLoad(scenarioNames[key], fn, { concurrency, seconds });
+        if (concurrency === inFlight[0]) {
+          // Warm every path before its first timed run (a second at 64 in flight, not
+          // measured): the 1-in-flight rows then time compiled code, as on a server that has
+          // been up a while, not the JIT's first thousand calls.
+          await runLoad("warm-up", fn, { concurrency: 64, seconds: 1, warmupSeconds: 0 });
+        }
+        const r = await runLoad(scenarioNames[key], fn, { concurrency, seconds, cpu: s.cpu });
         results.push(r);
         byKey.set(`${key}/${concurrency}`, r);
       }
       plugin.close();
+      nodeProxy.close();
       gateway.close();
       nginx?.close();
     }
@@ -422,7 +471,7 @@ function summary(byKey: Map<string, LoadResult>): string[] {
     const nginx = get("nginx", c);
     const added = (r: LoadResult) => [r.p50 - direct.p50, r.p99 - direct.p99] as const;
     const parts: string[] = [];
-    for (const k of ["nginx", "rest", "grpc", "inprocess"] as const) {
+    for (const k of ["nginx", "nodeproxy", "rest", "grpc", "inprocess"] as const) {
       const r = get(k, c);
       if (!r) continue;
       const [p50, p99] = added(r);
@@ -449,7 +498,10 @@ function summary(byKey: Map<string, LoadResult>): string[] {
  * on BENCH_DATABASE_URL, default the local server) when it answers.
  */
 export async function benchGateway(seconds: number): Promise<string> {
-  const sections = [await benchGatewayOn("embedded PGlite", undefined, seconds)];
+  const sections =
+    process.env.BENCH_GATEWAY_PGLITE === "0"
+      ? []
+      : [await benchGatewayOn("embedded PGlite", undefined, seconds)];
   if (process.env.BENCH_GATEWAY_PG === "0") return sections.join("\n\n");
   const url = process.env.BENCH_DATABASE_URL ?? "postgres://postgres@127.0.0.1:5432/test";
   const probe = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });

@@ -1,3 +1,5 @@
+import { readdirSync, readFileSync } from "node:fs";
+
 /**
  * A small closed-loop load generator: `concurrency` workers each call `fn`
  * back to back for `seconds`, after a warm-up. Reports throughput and latency
@@ -11,7 +13,47 @@ export interface LoadResult {
   rps: number;
   p50: number;
   p99: number;
+  /**
+   * CPU time per request (µs) of the processes given in `cpu`, over the measured window:
+   * what a request costs each party whatever the machine's load does to latency.
+   */
+  cpuUsPerRequest?: Record<string, number>;
 }
+
+/** CPU time (ms) a process has used so far, from /proc (Linux); NaN when it cannot be read. */
+export function processCpuMs(pid: number): number {
+  try {
+    // The fields after the command name (which may hold spaces) start at state, field 3.
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime (fields 14, 15)
+    return (ticks * 1000) / clockTicksPerSecond;
+  } catch {
+    return Number.NaN;
+  }
+}
+
+/** USER_HZ: 100 on every Linux this runs on (the kernel ABI fixes it for /proc). */
+const clockTicksPerSecond = 100;
+
+/** CPU time (ms) of every process whose command name is `comm` (e.g. all `postgres` backends). */
+export function commandCpuMs(comm: string): number {
+  let total = 0;
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, "utf8").trim() !== comm) continue;
+    } catch {
+      continue;
+    }
+    const ms = processCpuMs(Number(entry));
+    if (!Number.isNaN(ms)) total += ms;
+  }
+  return total;
+}
+
+/** Samples CPU time (ms) of named parties; `runLoad` reports the difference per request. */
+export type CpuSampler = () => Record<string, number>;
 
 function percentile(sorted: Float64Array, p: number): number {
   if (sorted.length === 0) return Number.NaN;
@@ -22,10 +64,16 @@ function percentile(sorted: Float64Array, p: number): number {
 export async function runLoad(
   name: string,
   fn: () => Promise<unknown>,
-  options: { concurrency: number; seconds: number; warmupSeconds?: number },
+  options: { concurrency: number; seconds: number; warmupSeconds?: number; cpu?: CpuSampler },
 ): Promise<LoadResult> {
   const warmupEnd = performance.now() + (options.warmupSeconds ?? 1) * 1000;
   const end = warmupEnd + options.seconds * 1000;
+  let cpuAtStart: Record<string, number> | undefined;
+  const cpuTimer = options.cpu
+    ? setTimeout(() => {
+        cpuAtStart = options.cpu?.();
+      }, warmupEnd - performance.now())
+    : undefined;
   const latencies: number[] = [];
   let errors = 0;
   const worker = async () => {
@@ -42,6 +90,8 @@ export async function runLoad(
     }
   };
   await Promise.all(Array.from({ length: options.concurrency }, worker));
+  clearTimeout(cpuTimer);
+  const cpuAtEnd = options.cpu?.();
   const sorted = Float64Array.from(latencies).sort();
   return {
     name,
@@ -51,15 +101,40 @@ export async function runLoad(
     rps: latencies.length / options.seconds,
     p50: percentile(sorted, 50),
     p99: percentile(sorted, 99),
+    ...(cpuAtStart && cpuAtEnd && latencies.length > 0
+      ? { cpuUsPerRequest: perRequest(cpuAtStart, cpuAtEnd, latencies.length) }
+      : {}),
   };
 }
 
+function perRequest(
+  start: Record<string, number>,
+  end: Record<string, number>,
+  requests: number,
+): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [party, ms] of Object.entries(end)) {
+    const before = start[party];
+    if (before !== undefined && !Number.isNaN(ms - before)) {
+      out[party] = ((ms - before) * 1000) / requests;
+    }
+  }
+  return out;
+}
+
 export function formatResults(results: readonly LoadResult[]): string {
-  const header =
-    "| scenario | in flight | req/s | p50 ms | p99 ms | errors |\n|---|---:|---:|---:|---:|---:|";
-  const rows = results.map(
-    (r) =>
-      `| ${r.name} | ${r.concurrency} | ${Math.round(r.rps)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${r.errors} |`,
-  );
+  // One CPU column per party any result measured (µs of CPU per request; 10 ms /proc ticks).
+  const parties = [...new Set(results.flatMap((r) => Object.keys(r.cpuUsPerRequest ?? {})))];
+  const header = [
+    `| scenario | in flight | req/s | p50 ms | p99 ms | errors |${parties.map((p) => ` ${p} CPU µs/req |`).join("")}`,
+    `|---|---:|---:|---:|---:|---:|${parties.map(() => "---:|").join("")}`,
+  ].join("\n");
+  const rows = results.map((r) => {
+    const cpu = parties.map((p) => {
+      const us = r.cpuUsPerRequest?.[p];
+      return ` ${us === undefined ? "" : Math.round(us)} |`;
+    });
+    return `| ${r.name} | ${r.concurrency} | ${Math.round(r.rps)} | ${r.p50.toFixed(3)} | ${r.p99.toFixed(3)} | ${r.errors} |${cpu.join("")}`;
+  });
   return [header, ...rows].join("\n");
 }

@@ -7,6 +7,8 @@ import type { Engine, Workload } from "./policy-workload.js";
  */
 export interface CerbosPeer {
   version: string;
+  /** The PDP's process id (for its CPU time). */
+  pid: number;
   unary(i: number): Promise<boolean>;
   batch(indices: readonly number[]): Promise<boolean[]>;
   /** unary(i) over the minimal gRPC client (bench/grpc-client.ts), encoded beforehand. */

@@ -12,7 +12,7 @@ import {
 } from "../gen/traitgate/policy/v1/policy_pb.js";
 import type { AuditWriterStats } from "../src/audit/index.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
-import { type LoadResult, runLoad } from "./load.js";
+import { type CpuSampler, commandCpuMs, type LoadResult, processCpuMs, runLoad } from "./load.js";
 import { type CerbosPeer, loadPeers } from "./peers.js";
 import {
   oracleAnswer,
@@ -124,8 +124,19 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     `- workload: ${w.doc.rules.length} rules (${dropped} of ${rules} left out: activation refuses rules the analysis proves dead; no decision changes), ${w.requests.length} requests, batches of ${batchSize} requests of one user (${groups.length} batches)`,
   ];
   const scenarios: Scenario[] = [];
+  // CPU per call of each party (load generator, the server under test, PostgreSQL) over the
+  // measured window: what a call costs whatever the shared machine does to latency.
+  let serverPid = -1;
+  const cpu: CpuSampler = () => {
+    const self = process.cpuUsage();
+    return {
+      client: (self.user + self.system) / 1000,
+      server: processCpuMs(serverPid),
+      postgres: commandCpuMs("postgres"),
+    };
+  };
   const load = (name: string, fn: () => Promise<unknown>, concurrency: number) =>
-    runLoad(name, fn, { concurrency, seconds, warmupSeconds: Math.min(1, seconds / 3) });
+    runLoad(name, fn, { concurrency, seconds, warmupSeconds: Math.min(1, seconds / 3), cpu });
 
   // Traitgate.
   let database = process.env.BENCH_DATABASE_URL?.trim() || defaultUrl;
@@ -137,6 +148,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     database = "pglite";
     server = await startTraitgate(database);
   }
+  serverPid = server.child.pid ?? -1;
   const client = createClient(PolicyService, createGrpcTransport({ baseUrl: server.url }));
   const headers = { authorization: `Bearer ${server.token}` };
   const requests = w.requests.map((_, i) => {
@@ -263,6 +275,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     }
   }
   if (cerbos !== undefined) {
+    serverPid = cerbos.pid;
     try {
       for (let i = 0; i < checked; i++) {
         if ((await cerbos.unary(i)) !== oracle[i]) {
@@ -355,16 +368,21 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     const peer =
       s.engine === "traitgate" ? find("cerbos", s.client, s.kind, r.concurrency) : undefined;
     const ratio = peer ? `${(r.rps / peer.result.rps).toFixed(2)}×` : "";
-    return `| ${s.engine} | ${s.client} | ${r.name} | ${r.concurrency} | ${Math.round(r.rps).toLocaleString("en-US")} | ${Math.round(r.rps * decisionsPerCall(s)).toLocaleString("en-US")} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${ratio} |`;
+    const cpuOf = (party: string) => {
+      const us = r.cpuUsPerRequest?.[party];
+      return us === undefined ? "" : String(Math.round(us));
+    };
+    return `| ${s.engine} | ${s.client} | ${r.name} | ${r.concurrency} | ${Math.round(r.rps).toLocaleString("en-US")} | ${Math.round(r.rps * decisionsPerCall(s)).toLocaleString("en-US")} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${ratio} | ${cpuOf("client")} | ${cpuOf("server")} | ${cpuOf("postgres")} |`;
   });
   return [
     "## Policy service over gRPC: Traitgate (durable audit) vs the Cerbos PDP",
     "",
-    "| engine | client | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos |",
-    "|---|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| engine | client | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos | client CPU µs/call | server CPU µs/call | postgres CPU µs/call |",
+    "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...rows,
     "",
     ...notes,
+    "- CPU µs/call: CPU time of the load generator (this process), the server under test (Traitgate's process or the Cerbos PDP) and every PostgreSQL process, over the measured window, per call (from /proc, 10 ms ticks; none for the in-process rows)",
     `- both answered the first ${checked} requests (unary) and 10 batches (500 requests) as the reference evaluator did before they were timed`,
   ].join("\n");
 }

@@ -27,6 +27,8 @@ import { reachableRoles, type Workload } from "../policy-workload.js";
  */
 export interface CerbosPeer {
   version: string;
+  /** The PDP's process id (for its CPU time). */
+  pid: number;
   /** One CheckResources call for request i: allowed? */
   unary(i: number): Promise<boolean>;
   /** One CheckResources call for requests of one user (its principal): allowed, each. */
@@ -192,6 +194,7 @@ export async function startCerbos(w: Workload): Promise<CerbosPeer> {
 
   return {
     version: binary.version,
+    pid: child.pid ?? -1,
     unary,
     async batch(indices) {
       const u = w.requests[indices[0]!]![0];
