@@ -119,7 +119,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
       // Plugin ids and service account names are both gateway callers: each side asks the other.
       callerNameTaken: (name) => gatewayArea?.registry.exists(name) ?? Promise.resolve(false),
-      serviceAccountDeleted: async (name) => gatewayArea?.removeCaller(name),
+      serviceAccountDeleted: async (tx, name) => gatewayArea?.removeCaller(tx, name),
     });
     const apiKeysArea = createApiKeysModule({
       db,
@@ -161,9 +161,12 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
           db,
           audit,
           passwords,
-          forget: (userId) => identity.forgetUser(userId),
-          revokeSessions: (userId, reason) => identity.revokeUserSessions(userId, reason),
-          resetMfa: (userId) => identity.mfa.reset(userId),
+          forget: (userId, sessionIds) => {
+            identity.forgetUser(userId);
+            identity.forgetSessions(sessionIds);
+          },
+          revokeSessions: (tx, userId, reason) => identity.revokeUserSessions(tx, userId, reason),
+          resetMfa: (tx, userId) => identity.mfa.reset(tx, userId),
         }),
         apiKeysArea.module,
         createAuditQueryModule({ db }),

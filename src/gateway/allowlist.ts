@@ -22,11 +22,6 @@ export interface OperatorAllowlist {
   ): Promise<AllowlistEntry>;
   list(filter: { caller?: string; target?: string }): Promise<AllowlistEntry[]>;
   delete(actor: RegistryActor, meta: RegistryMeta, caller: string, target: string): Promise<void>;
-  /**
-   * Forgets a caller that no longer exists (a deleted plugin or service account), so that a
-   * later one with the same name does not inherit its permissions.
-   */
-  removeCaller(caller: string): Promise<number>;
   /** The operations `caller` may call on `target` (empty when there is no entry). */
   operationsFor(caller: string, target: string): Promise<ReadonlySet<string>>;
 }
@@ -130,9 +125,6 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
       });
       cache.forget(allowlistKey(caller, target));
     },
-
-    // Entries cached on other processes lapse within the cache's second.
-    removeCaller: (caller) => store.deleteCaller(caller),
 
     operationsFor: (caller, target) => cache.get(allowlistKey(caller, target)),
   };

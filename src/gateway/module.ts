@@ -8,7 +8,7 @@ import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
 import type { ServiceModule } from "../server/app.js";
 import { type Authenticator, type AuthRule, requireAuth } from "../server/interceptors.js";
-import type { Database } from "../storage/index.js";
+import type { Database, Queryable } from "../storage/index.js";
 import { createOperatorAllowlist, type OperatorAllowlist } from "./allowlist.js";
 import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
@@ -55,8 +55,11 @@ export interface GatewayArea {
   modules: ServiceModule[];
   registry: PluginRegistry;
   allowlist: OperatorAllowlist;
-  /** Forgets a deleted service account's allowlist entries. */
-  removeCaller(name: string): Promise<number>;
+  /**
+   * Removes a deleted service account's allowlist entries in the deletion's transaction, so
+   * that they go with the account (and stay when the deletion rolls back).
+   */
+  removeCaller(tx: Queryable, name: string): Promise<number>;
   /** The in-process entry (core search calls plugins through it, as `ai-core`). */
   gateway: Gateway;
   /** Adds plugin credentials (`Bearer tgp_…`) to an authenticator of user and service tokens. */
@@ -106,6 +109,8 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     async (hex) => (await store.findByCredentialHash(Buffer.from(hex, "hex"))) ?? null,
     cacheOptions,
   );
+  // The allowlist's cached lookups of removed entries lapse within its second.
+  const removeCaller = (tx: Queryable, name: string) => createAllowlistStore(tx).deleteCaller(name);
   const registry = createPluginRegistry({
     db: deps.db,
     box,
@@ -115,7 +120,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     byId,
     byCredential,
     isServiceAccountName: deps.isServiceAccountName,
-    removeCaller: (tx, name) => createAllowlistStore(tx).deleteCaller(name),
+    removeCaller,
     operationsInUse: async (pluginId) =>
       new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
   });
@@ -157,7 +162,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     registry,
     gateway,
     allowlist,
-    removeCaller: (name) => allowlist.removeCaller(name),
+    removeCaller,
     modules: [
       {
         services: [PluginRegistryService, OperatorAllowlistService, GatewayService],

@@ -2,11 +2,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { Queryable } from "../storage/index.js";
 import type { Mfa } from "./mfa.js";
 import { checkPasswordPolicy } from "./password-policy.js";
 import type { PasswordHasher } from "./passwords.js";
 import type { ServiceAccountStore } from "./service-account-store.js";
-import type { SessionState, SessionStore } from "./session-store.js";
+import { createSessionRevoker, type SessionState, type SessionStore } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
@@ -99,8 +100,14 @@ export interface Identity {
   forgetUser(userId: string): void;
   /** The same for a service account. */
   forgetServiceAccount(serviceAccountId: string): void;
-  /** Revokes every open session of a user (deactivation, password reset by an admin). */
-  revokeUserSessions(userId: string, reason: string): Promise<number>;
+  /** The same for sessions (revoked by a change made elsewhere in this process). */
+  forgetSessions(sessionIds: readonly string[]): void;
+  /**
+   * Revokes every open session of a user in the caller's transaction (an administrator's
+   * deactivation or password set, committed with its audit event); their ids, to forget
+   * once that transaction committed.
+   */
+  revokeUserSessions(tx: Queryable, userId: string, reason: string): Promise<string[]>;
 }
 
 /** The identity settings an administrator can change while the platform runs. */
@@ -412,12 +419,11 @@ export function createIdentity(deps: IdentityDeps): Identity {
 
     forgetUser: (id) => userStates.forget(id),
     forgetServiceAccount: (id) => serviceAccountStates.forget(id),
-
-    async revokeUserSessions(userId, reason) {
-      const revoked = await sessions.revokeAll(userId, reason);
-      for (const id of revoked) sessionStates.forget(id);
-      return revoked.length;
+    forgetSessions(ids) {
+      for (const id of ids) sessionStates.forget(id);
     },
+
+    revokeUserSessions: (tx, userId, reason) => createSessionRevoker(tx).revokeAll(userId, reason),
     ...createUserManagement({ users, passwords, forget: (id) => userStates.forget(id) }),
   };
 }

@@ -1,4 +1,4 @@
-import type { Database } from "../storage/index.js";
+import type { Queryable } from "../storage/index.js";
 
 /** The MFA columns of a user and their recovery codes. Secrets arrive sealed. */
 export interface MfaRecord {
@@ -10,8 +10,9 @@ export interface MfaRecord {
 export interface MfaStore {
   get(userId: string): Promise<MfaRecord | undefined>;
   setPending(userId: string, sealedPending: string): Promise<void>;
-  /** Turns the pending secret on and replaces the recovery codes, atomically. */
+  /** Turns the pending secret on and replaces the recovery codes (several statements). */
   activate(userId: string, sealedSecret: string, step: number, codeHashes: string[]): Promise<void>;
+  /** Turns MFA off and deletes the secrets and recovery codes (several statements). */
   disable(userId: string): Promise<void>;
   /** Records `step` as used; false if it (or a later one) was used already. Atomic. */
   acceptStep(userId: string, step: number): Promise<boolean>;
@@ -19,7 +20,12 @@ export interface MfaStore {
   useRecoveryCode(userId: string, codeHash: string): Promise<boolean>;
 }
 
-export function createMfaStore(db: Database): MfaStore {
+/**
+ * On a transaction's handle every method joins that transaction: src/identity/mfa.ts runs each
+ * change there with its audit event, so that both commit or neither. `activate` and `disable`
+ * are several statements: call them on a transaction's handle only.
+ */
+export function createMfaStore(db: Queryable): MfaStore {
   return {
     async get(userId) {
       const { rows } = await db.query<{
@@ -43,28 +49,24 @@ export function createMfaStore(db: Database): MfaStore {
       ]);
     },
     async activate(userId, sealedSecret, step, codeHashes) {
-      await db.transaction(async (tx) => {
-        await tx.query(
-          `UPDATE users SET mfa_enabled = true, mfa_secret = $2, mfa_pending_secret = NULL,
-                  mfa_last_step = $3, updated_at = now() WHERE id = $1`,
-          [userId, sealedSecret, step],
-        );
-        await tx.query("DELETE FROM mfa_recovery_codes WHERE user_id = $1", [userId]);
-        await tx.query(
-          "INSERT INTO mfa_recovery_codes (user_id, code_hash) SELECT $1, unnest($2::text[])",
-          [userId, codeHashes],
-        );
-      });
+      await db.query(
+        `UPDATE users SET mfa_enabled = true, mfa_secret = $2, mfa_pending_secret = NULL,
+                mfa_last_step = $3, updated_at = now() WHERE id = $1`,
+        [userId, sealedSecret, step],
+      );
+      await db.query("DELETE FROM mfa_recovery_codes WHERE user_id = $1", [userId]);
+      await db.query(
+        "INSERT INTO mfa_recovery_codes (user_id, code_hash) SELECT $1, unnest($2::text[])",
+        [userId, codeHashes],
+      );
     },
     async disable(userId) {
-      await db.transaction(async (tx) => {
-        await tx.query(
-          `UPDATE users SET mfa_enabled = false, mfa_secret = NULL, mfa_pending_secret = NULL,
-                  mfa_last_step = NULL, updated_at = now() WHERE id = $1`,
-          [userId],
-        );
-        await tx.query("DELETE FROM mfa_recovery_codes WHERE user_id = $1", [userId]);
-      });
+      await db.query(
+        `UPDATE users SET mfa_enabled = false, mfa_secret = NULL, mfa_pending_secret = NULL,
+                mfa_last_step = NULL, updated_at = now() WHERE id = $1`,
+        [userId],
+      );
+      await db.query("DELETE FROM mfa_recovery_codes WHERE user_id = $1", [userId]);
     },
     async acceptStep(userId, step) {
       const { rowCount } = await db.query(

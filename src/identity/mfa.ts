@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from "node:crypto";
 import { generateSecret, generateURI, verifySync } from "otplib";
-import type { AuditWriter } from "../audit/index.js";
+import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError } from "../errors.js";
-import type { MfaStore } from "./mfa-store.js";
+import type { Queryable, Session } from "../storage/index.js";
+import { createMfaStore, type MfaStore } from "./mfa-store.js";
 import type { Clock } from "./tokens.js";
 
 /**
@@ -11,7 +12,9 @@ import type { Clock } from "./tokens.js";
  * one step of tolerance either way). Enrol → activate with a first code →
  * on. A code is accepted once: the step it belongs to is recorded atomically,
  * and that step or an older one is refused afterwards. Recovery codes are
- * single-use and stored hashed; the TOTP secret is sealed at rest.
+ * single-use and stored hashed; the TOTP secret is sealed at rest. Each change
+ * (enrolment, activation, disabling, an administrator's reset) commits with its
+ * audit event or not at all.
  */
 
 export interface MfaCaller {
@@ -29,15 +32,20 @@ export interface Mfa {
   disable(caller: MfaCaller, code: string, meta: MfaMeta): Promise<void>;
   /** For login: a current TOTP code or an unused recovery code of the user. */
   check(userId: string, code: string): Promise<boolean>;
-  /** An administrator's reset: MFA off, secret and recovery codes deleted. Was it on? */
-  reset(userId: string): Promise<boolean>;
+  /**
+   * An administrator's reset: MFA off, secret and recovery codes deleted, in the caller's
+   * transaction (which writes the administrator's audit event). Was it on?
+   */
+  reset(tx: Queryable, userId: string): Promise<boolean>;
 }
 
 export interface MfaDeps {
-  store: MfaStore;
+  /** Where MFA state lives; each change and its audit event are one transaction. */
+  db: Queryable & Pick<Session, "transaction">;
   box: SecretBox;
   clock: Clock;
-  audit: Pick<AuditWriter, "write">;
+  /** `writeIn` for changes (in their transaction), `write` for refused attempts. */
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   /** Shown in authenticator apps. */
   issuer: string;
 }
@@ -65,7 +73,8 @@ const invalidCode = () =>
   });
 
 export function createMfa(deps: MfaDeps): Mfa {
-  const { store, box, clock, audit } = deps;
+  const { db, box, clock, audit } = deps;
+  const store = createMfaStore(db);
 
   /** The time step of a valid code for `secret`, or undefined. */
   const stepOf = (secret: string, code: string): number | undefined => {
@@ -79,41 +88,58 @@ export function createMfa(deps: MfaDeps): Mfa {
     return result.valid && "timeStep" in result ? result.timeStep : undefined;
   };
 
-  const secretOf = async (userId: string): Promise<string | undefined> => {
-    const record = await store.get(userId);
-    if (!record?.enabled || !record.sealedSecret) return undefined;
-    return box.openString(record.sealedSecret, contextOf(userId));
-  };
-
-  async function check(userId: string, code: string): Promise<boolean> {
-    const secret = await secretOf(userId);
-    if (secret === undefined) return false;
+  /** A current TOTP code or an unused recovery code of the user, used up on `on`. */
+  async function checkOn(on: MfaStore, userId: string, code: string): Promise<boolean> {
+    const record = await on.get(userId);
+    if (!record?.enabled || !record.sealedSecret) return false;
+    const secret = box.openString(record.sealedSecret, contextOf(userId));
     const step = stepOf(secret, code.trim());
-    if (step !== undefined) return store.acceptStep(userId, step);
-    return store.useRecoveryCode(userId, hashRecoveryCode(code));
+    if (step !== undefined) return on.acceptStep(userId, step);
+    return on.useRecoveryCode(userId, hashRecoveryCode(code));
   }
 
-  const record = (
+  const eventOf = (
     caller: MfaCaller,
     meta: MfaMeta,
     action: string,
     outcome: "success" | "failure",
-  ) =>
-    audit.write({
-      actorType: "user",
-      actorId: caller.userId,
-      action,
-      target: `user:${caller.userId}`,
-      outcome,
-      requestId: meta.requestId,
+  ): AuditEventInput => ({
+    actorType: "user",
+    actorId: caller.userId,
+    action,
+    target: `user:${caller.userId}`,
+    outcome,
+    requestId: meta.requestId,
+  });
+
+  /** A refused attempt, committed to the audit log before the refusal is answered. */
+  const refused = (caller: MfaCaller, meta: MfaMeta, action: string) =>
+    audit.write(eventOf(caller, meta, action, "failure"));
+
+  /**
+   * Runs a change of the caller's MFA in a transaction with its audit event: both commit,
+   * or neither (an event that cannot be written rolls the change back: 503
+   * AUDIT_UNAVAILABLE). `change` returns false when it changed nothing: then no event.
+   */
+  const audited = (
+    caller: MfaCaller,
+    meta: MfaMeta,
+    action: string,
+    change: (inTx: MfaStore) => Promise<boolean>,
+  ): Promise<boolean> =>
+    db.transaction(async (tx) => {
+      if (!(await change(createMfaStore(tx)))) return false;
+      await audit.writeIn(tx, eventOf(caller, meta, action, "success"));
+      return true;
     });
 
   return {
-    check,
+    check: (userId, code) => checkOn(store, userId, code),
 
-    async reset(userId) {
-      const current = await store.get(userId);
-      await store.disable(userId);
+    async reset(tx, userId) {
+      const inTx = createMfaStore(tx);
+      const current = await inTx.get(userId);
+      await inTx.disable(userId);
       return current?.enabled === true;
     },
 
@@ -123,8 +149,11 @@ export function createMfa(deps: MfaDeps): Mfa {
         throw new DomainError("failed_precondition", "MFA_ALREADY_ENABLED", "MFA is already on");
       }
       const secret = generateSecret();
-      await store.setPending(caller.userId, box.seal(secret, contextOf(caller.userId)));
-      await record(caller, meta, "mfa_enroll", "success");
+      const sealed = box.seal(secret, contextOf(caller.userId));
+      await audited(caller, meta, "mfa_enroll", async (inTx) => {
+        await inTx.setPending(caller.userId, sealed);
+        return true;
+      });
       const otpauthUri = generateURI({ issuer: deps.issuer, label: caller.username, secret });
       return { secret, otpauthUri };
     },
@@ -140,27 +169,29 @@ export function createMfa(deps: MfaDeps): Mfa {
       const secret = box.openString(current.sealedPending, contextOf(caller.userId));
       const step = stepOf(secret, code.trim());
       if (step === undefined) {
-        await record(caller, meta, "mfa_activate", "failure");
+        await refused(caller, meta, "mfa_activate");
         throw invalidCode();
       }
       const recoveryCodes = Array.from({ length: recoveryCodeCount }, newRecoveryCode);
-      await store.activate(
-        caller.userId,
-        current.sealedPending,
-        step,
-        recoveryCodes.map(hashRecoveryCode),
-      );
-      await record(caller, meta, "mfa_activate", "success");
+      const sealed = current.sealedPending;
+      await audited(caller, meta, "mfa_activate", async (inTx) => {
+        await inTx.activate(caller.userId, sealed, step, recoveryCodes.map(hashRecoveryCode));
+        return true;
+      });
       return { recoveryCodes };
     },
 
     async disable(caller, code, meta) {
-      if (!(await check(caller.userId, code))) {
-        await record(caller, meta, "mfa_disable", "failure");
+      // The code is used up in the same transaction: kept if MFA stays on.
+      const disabled = await audited(caller, meta, "mfa_disable", async (inTx) => {
+        if (!(await checkOn(inTx, caller.userId, code))) return false;
+        await inTx.disable(caller.userId);
+        return true;
+      });
+      if (!disabled) {
+        await refused(caller, meta, "mfa_disable");
         throw invalidCode();
       }
-      await store.disable(caller.userId);
-      await record(caller, meta, "mfa_disable", "success");
     },
   };
 }

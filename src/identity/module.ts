@@ -4,10 +4,9 @@ import { createSecretBox, type DataKeys } from "../crypto/secret-box.js";
 import type { Logger } from "../log.js";
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, publicMethod } from "../server/interceptors.js";
-import type { Database } from "../storage/index.js";
+import type { Database, Queryable } from "../storage/index.js";
 import { createIdentity, type Identity, type IdentitySettings } from "./identity.js";
 import { createMfa } from "./mfa.js";
-import { createMfaStore } from "./mfa-store.js";
 import { createPasswordHasher, type PasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
 import { createServiceAccountStore } from "./service-account-store.js";
@@ -22,7 +21,7 @@ export interface IdentityModuleDeps {
   db: Database;
   jwt: JwtConfig;
   log: Logger;
-  audit: Pick<AuditWriter, "write">;
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   mfaRequired: boolean;
   /**
    * Live values of `auth.mfa_required` and `auth.token_ttl_seconds` (the settings area);
@@ -35,8 +34,11 @@ export interface IdentityModuleDeps {
   throttlePolicy?: ThrottlePolicy;
   /** Is a service account name taken by a plugin id (both are gateway callers)? */
   callerNameTaken?: (name: string) => Promise<boolean>;
-  /** Told of a deleted service account's name (its allowlist entries go too). */
-  serviceAccountDeleted?: (name: string) => Promise<unknown>;
+  /**
+   * Told of a deleted service account's name in the deletion's transaction: its allowlist
+   * entries go too, in that transaction.
+   */
+  serviceAccountDeleted?: (tx: Queryable, name: string) => Promise<unknown>;
 }
 
 const rules = new Map<string, AuthRule>([
@@ -85,7 +87,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     throttle,
     sessions: createSessionStore(deps.db),
     mfa: createMfa({
-      store: createMfaStore(deps.db),
+      db: deps.db,
       box: createSecretBox(deps.dataKeys),
       clock,
       audit: deps.audit,
@@ -99,7 +101,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     },
   });
   const serviceAccounts = createServiceAccounts({
-    store: serviceAccountStore,
+    db: deps.db,
     tokens,
     clock,
     throttle,

@@ -3,11 +3,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
+import type { Queryable, Session } from "../storage/index.js";
 import type { RequestMeta } from "./identity.js";
-import type {
-  ServiceAccountChanges,
-  ServiceAccountRecord,
-  ServiceAccountStore,
+import {
+  createServiceAccountStore,
+  type ServiceAccountChanges,
+  type ServiceAccountRecord,
+  type ServiceAccountStore,
 } from "./service-account-store.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, IssuedToken, TokenService } from "./tokens.js";
@@ -18,8 +20,8 @@ import { type AdminActor, type AdminRequestMeta, auditActor } from "./user-admin
  * with roles, which exchange a client id and secret for a short-lived access
  * token (OAuth 2.0 client credentials). Their tokens carry `kind: "service"`
  * and no session; validation checks the account's active flag and roles like
- * a user's. Administration is audited like user administration. No transport
- * types here.
+ * a user's. Administration is audited like user administration: each change
+ * commits with its audit event or not at all. No transport types here.
  */
 
 /** A service account as callers see it: never its secret hashes. */
@@ -64,11 +66,13 @@ export interface ServiceAccounts {
 }
 
 export interface ServiceAccountsDeps {
-  store: ServiceAccountStore;
+  /** Where accounts live; each change and its audit event are one transaction. */
+  db: Queryable & Pick<Session, "transaction">;
   tokens: Pick<TokenService, "issue">;
   clock: Clock;
   throttle: LoginThrottle;
-  audit: Pick<AuditWriter, "write">;
+  /** `writeIn` for changes (in their transaction), `write` for token requests. */
+  audit: Pick<AuditWriter, "write" | "writeIn">;
   log: Logger;
   /** Lifetime of service-account tokens (SERVICE_TOKEN_TTL_SECONDS). */
   tokenTtlSeconds: number;
@@ -77,9 +81,15 @@ export interface ServiceAccountsDeps {
    * plugin ids are both gateway callers, so they must not collide.
    */
   callerNameTaken?: (name: string) => Promise<boolean>;
-  /** Told of a deleted account's name (the gateway forgets its allowlist entries). */
-  onDeleted?: (name: string) => Promise<unknown>;
-  /** Called after a change, so that this process's cached state of the account is dropped. */
+  /**
+   * Told of a deleted account's name in the deletion's transaction (the gateway removes its
+   * allowlist entries there, so that they go with the account or stay with it).
+   */
+  onDeleted?: (tx: Queryable, name: string) => Promise<unknown>;
+  /**
+   * Called after a change committed, so that this process's cached state of the account is
+   * dropped.
+   */
   forget: (id: string) => void;
 }
 
@@ -118,18 +128,34 @@ const auditView = (a: ServiceAccountRecord) => ({
 });
 
 export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccounts {
-  const { store, tokens, clock, throttle, audit, log, forget } = deps;
+  const { db, tokens, clock, throttle, audit, log, forget } = deps;
+  const store = createServiceAccountStore(db);
 
-  const record = (
+  /**
+   * Runs a change in a transaction with its audit event: both commit, or neither (an event
+   * that cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE). `change` returns
+   * its result and the event; undefined means "no such account" (404).
+   */
+  const audited = <T>(
     actor: AdminActor,
     meta: AdminRequestMeta,
-    event: Pick<AuditEventInput, "action" | "target" | "details">,
-  ) =>
-    audit.write({
-      ...event,
-      ...auditActor(actor),
-      outcome: "success",
-      requestId: meta.requestId,
+    change: (
+      store: ServiceAccountStore,
+      tx: Queryable,
+    ) => Promise<
+      { result: T; event: Pick<AuditEventInput, "action" | "target" | "details"> } | undefined
+    >,
+  ): Promise<T> =>
+    db.transaction(async (tx) => {
+      const done = await change(createServiceAccountStore(tx), tx);
+      if (done === undefined) throw notFound();
+      await audit.writeIn(tx, {
+        ...done.event,
+        ...auditActor(actor),
+        outcome: "success",
+        requestId: meta.requestId,
+      });
+      return done.result;
     });
 
   async function existing(id: string): Promise<ServiceAccountRecord> {
@@ -224,16 +250,21 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
         );
       }
       const clientSecret = newSecret();
-      const account = await store.create({
-        name: input.name,
-        description: input.description,
-        roles: [...new Set(input.roles)],
-        secretHash: hashSecret(clientSecret),
-      });
-      await record(actor, meta, {
-        action: "service_account_create",
-        target: `service_account:${account.id}`,
-        details: { after: auditView(account) },
+      const account = await audited(actor, meta, async (inTx) => {
+        const created = await inTx.create({
+          name: input.name,
+          description: input.description,
+          roles: [...new Set(input.roles)],
+          secretHash: hashSecret(clientSecret),
+        });
+        return {
+          result: created,
+          event: {
+            action: "service_account_create",
+            target: `service_account:${created.id}`,
+            details: { after: auditView(created) },
+          },
+        };
       });
       return { account: view(account), clientSecret };
     },
@@ -255,19 +286,25 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
     },
 
     async update(actor, meta, id, changes) {
-      const before = await existing(id);
-      const after = await store.update(id, {
-        description: changes.description,
-        roles: changes.roles === undefined ? undefined : [...new Set(changes.roles)],
-        isActive: changes.isActive,
+      const after = await audited(actor, meta, async (inTx) => {
+        const before = await inTx.findById(id);
+        if (before === undefined) return undefined;
+        const updated = await inTx.update(id, {
+          description: changes.description,
+          roles: changes.roles === undefined ? undefined : [...new Set(changes.roles)],
+          isActive: changes.isActive,
+        });
+        if (updated === undefined) return undefined;
+        return {
+          result: updated,
+          event: {
+            action: "service_account_update",
+            target: `service_account:${id}`,
+            details: { before: auditView(before), after: auditView(updated) },
+          },
+        };
       });
-      if (after === undefined) throw notFound();
       forget(id);
-      await record(actor, meta, {
-        action: "service_account_update",
-        target: `service_account:${id}`,
-        details: { before: auditView(before), after: auditView(after) },
-      });
       return view(after);
     },
 
@@ -283,26 +320,37 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
       const clientSecret = newSecret();
       const previousExpiresAt =
         graceSeconds > 0 ? new Date(clock.now() + graceSeconds * 1000) : null;
-      const account = await store.rotateSecret(id, hashSecret(clientSecret), previousExpiresAt);
-      if (account === undefined) throw notFound();
-      await record(actor, meta, {
-        action: "service_account_rotate_secret",
-        target: `service_account:${id}`,
-        details: { name: account.name, grace_seconds: graceSeconds },
+      const account = await audited(actor, meta, async (inTx) => {
+        const rotated = await inTx.rotateSecret(id, hashSecret(clientSecret), previousExpiresAt);
+        if (rotated === undefined) return undefined;
+        return {
+          result: rotated,
+          event: {
+            action: "service_account_rotate_secret",
+            target: `service_account:${id}`,
+            details: { name: rotated.name, grace_seconds: graceSeconds },
+          },
+        };
       });
       return { account: view(account), clientSecret };
     },
 
     async delete(actor, meta, id) {
-      const before = await existing(id);
-      if (!(await store.delete(id))) throw notFound();
-      forget(id);
-      await deps.onDeleted?.(before.name);
-      await record(actor, meta, {
-        action: "service_account_delete",
-        target: `service_account:${id}`,
-        details: { before: auditView(before) },
+      await audited(actor, meta, async (inTx, tx) => {
+        const before = await inTx.findById(id);
+        if (before === undefined || !(await inTx.delete(id))) return undefined;
+        // Its allowlist entries go with it, in this transaction.
+        await deps.onDeleted?.(tx, before.name);
+        return {
+          result: undefined,
+          event: {
+            action: "service_account_delete",
+            target: `service_account:${id}`,
+            details: { before: auditView(before) },
+          },
+        };
       });
+      forget(id);
     },
   };
 }

@@ -1,5 +1,5 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import type { Database } from "../storage/index.js";
+import type { Database, Queryable } from "../storage/index.js";
 
 /**
  * Sessions and refresh tokens. A refresh token is shown to the client once
@@ -109,6 +109,17 @@ export function createSessionStore(db: Database): SessionStore {
       return row && { id: row.id, userId: row.user_id, revoked: row.revoked };
     },
 
+    ...createSessionRevoker(db),
+  };
+}
+
+/**
+ * The store's revocations. Each is one statement, so on a transaction's handle it joins that
+ * transaction: an administrator's change that ends a user's sessions (deactivation, a
+ * password set) commits with them and with its audit event, or not at all.
+ */
+export function createSessionRevoker(db: Queryable): Pick<SessionStore, "revoke" | "revokeAll"> {
+  return {
     async revoke(sessionId, reason) {
       const { rowCount } = await db.query(
         "UPDATE sessions SET revoked_at = now(), revoked_reason = $2 WHERE id = $1 AND revoked_at IS NULL",

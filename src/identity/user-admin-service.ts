@@ -5,7 +5,7 @@ import type { AuditWriter } from "../audit/index.js";
 import type { ServiceModule } from "../server/app.js";
 import { requestIdKey, staffPrincipal } from "../server/context.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
-import type { Queryable } from "../storage/index.js";
+import type { Queryable, Session } from "../storage/index.js";
 import type { PasswordHasher } from "./passwords.js";
 import {
   type AdminActor,
@@ -14,7 +14,7 @@ import {
   createUserAdmin,
   type UserAdmin,
 } from "./user-admin.js";
-import { createUserStore, type UserRecord } from "./user-store.js";
+import type { UserRecord } from "./user-store.js";
 
 /** Thin Connect handlers for user administration: parse → call the domain → map the result. */
 export function createUserAdminService(admin: UserAdmin): ServiceImpl<typeof UserAdminService> {
@@ -89,21 +89,24 @@ const meta = (ctx: HandlerContext): AdminRequestMeta => ({
 });
 
 export interface UserAdminModuleDeps {
-  db: Queryable;
-  audit: Pick<AuditWriter, "write">;
+  db: Queryable & Pick<Session, "transaction">;
+  audit: Pick<AuditWriter, "writeIn">;
   passwords: Pick<PasswordHasher, "hash">;
-  /** Drops the identity area's cached state of a user (active flag, roles) after a change. */
-  forget: (userId: string) => void;
-  /** Revokes a user's sessions in the identity area (deactivation, password set). */
-  revokeSessions: (userId: string, reason: string) => Promise<number>;
-  /** Resets a user's MFA in the identity area. */
-  resetMfa: (userId: string) => Promise<boolean>;
+  /**
+   * Drops the identity area's cached state of a user (active flag, roles) and of the
+   * sessions a change revoked, once the change committed.
+   */
+  forget: (userId: string, sessionIds: readonly string[]) => void;
+  /** Revokes a user's sessions in the change's transaction (deactivation, password set). */
+  revokeSessions: (tx: Queryable, userId: string, reason: string) => Promise<string[]>;
+  /** Resets a user's MFA in the change's transaction. */
+  resetMfa: (tx: Queryable, userId: string) => Promise<boolean>;
 }
 
 /** Wires user administration: every method needs the role `admin`. */
 export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule {
   const admin = createUserAdmin({
-    users: createUserStore(deps.db),
+    db: deps.db,
     passwords: deps.passwords,
     audit: deps.audit,
     forget: deps.forget,

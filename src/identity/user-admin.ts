@@ -1,14 +1,22 @@
 import { createHash } from "node:crypto";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument } from "../errors.js";
+import type { Queryable, Session } from "../storage/index.js";
 import { checkPasswordPolicy } from "./password-policy.js";
 import type { PasswordHasher } from "./passwords.js";
-import type { UserAdminStore, UserChanges, UserRecord, UserStore } from "./user-store.js";
+import {
+  createUserStore,
+  type UserAdminStore,
+  type UserChanges,
+  type UserRecord,
+  type UserStore,
+} from "./user-store.js";
 
 /**
  * User administration: what an administrator may do to other users' accounts. Every
- * change is committed to the audit log before the caller gets an answer (fail closed);
- * the role check is the auth interceptor's (src/identity/user-admin-service.ts).
+ * change commits in one transaction with what it entails (sessions revoked, MFA reset) and
+ * its audit event, or not at all (fail closed: 503 AUDIT_UNAVAILABLE when the event cannot
+ * be written); the role check is the auth interceptor's (src/identity/user-admin-service.ts).
  * No transport types here.
  */
 
@@ -89,16 +97,29 @@ export interface UserAdmin {
 }
 
 export interface UserAdminDeps {
-  users: Pick<UserStore, "create" | "setPasswordHash"> & UserAdminStore;
+  /** Where users live; each change and its audit event are one transaction. */
+  db: Queryable & Pick<Session, "transaction">;
   passwords: Pick<PasswordHasher, "hash">;
-  audit: Pick<AuditWriter, "write">;
-  /** Called after a change to a user, so that cached user state is dropped at once. */
-  forget: (userId: string) => void;
-  /** Revokes the user's sessions (on deactivation and on a password set by an admin). */
-  revokeSessions: (userId: string, reason: string) => Promise<number>;
-  /** Turns a user's MFA off and deletes its secret and recovery codes; was it on? */
-  resetMfa: (userId: string) => Promise<boolean>;
+  audit: Pick<AuditWriter, "writeIn">;
+  /**
+   * Called once a change to a user committed, so that this process's cached state of the
+   * user, and of the sessions the change revoked, is dropped at once.
+   */
+  forget: (userId: string, sessionIds: readonly string[]) => void;
+  /**
+   * Revokes every open session of the user in the change's transaction (on deactivation and
+   * on a password set by an admin); their ids.
+   */
+  revokeSessions: (tx: Queryable, userId: string, reason: string) => Promise<string[]>;
+  /**
+   * Turns a user's MFA off and deletes its secret and recovery codes, in the change's
+   * transaction; was it on?
+   */
+  resetMfa: (tx: Queryable, userId: string) => Promise<boolean>;
 }
+
+/** The user store as a change sees it: bound to the change's transaction. */
+type AdminUserStore = Pick<UserStore, "create" | "setPasswordHash"> & UserAdminStore;
 
 const userNotFound = (): DomainError =>
   new DomainError("not_found", "USER_NOT_FOUND", "no user has this id", { field: "user_id" });
@@ -112,19 +133,34 @@ const selfLockout = (what: string): DomainError =>
 const auditView = (user: UserRecord) => ({ roles: user.roles, is_active: user.isActive });
 
 export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
-  const { users, passwords, audit, forget, revokeSessions, resetMfa } = deps;
+  const { db, passwords, audit, forget, revokeSessions, resetMfa } = deps;
+  const users = createUserStore(db);
 
-  /** A successful change, committed to the audit log before the answer is sent. */
-  const record = (
+  /**
+   * Runs a change in a transaction with its audit event: both commit, or neither (an event
+   * that cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE). `change` returns
+   * its result and the event; undefined means "no such user" (404).
+   */
+  const audited = <T>(
     actor: AdminActor,
     meta: AdminRequestMeta,
-    event: Pick<AuditEventInput, "action" | "target" | "details">,
-  ) =>
-    audit.write({
-      ...event,
-      ...auditActor(actor),
-      outcome: "success",
-      requestId: meta.requestId,
+    change: (
+      users: AdminUserStore,
+      tx: Queryable,
+    ) => Promise<
+      { result: T; event: Pick<AuditEventInput, "action" | "target" | "details"> } | undefined
+    >,
+  ): Promise<T> =>
+    db.transaction(async (tx) => {
+      const done = await change(createUserStore(tx), tx);
+      if (done === undefined) throw userNotFound();
+      await audit.writeIn(tx, {
+        ...done.event,
+        ...auditActor(actor),
+        outcome: "success",
+        requestId: meta.requestId,
+      });
+      return done.result;
     });
 
   async function existing(userId: string): Promise<UserRecord> {
@@ -136,19 +172,25 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
   return {
     async createUser(actor, meta, input) {
       checkPasswordPolicy(input.password, input.username);
-      const created = await users.create({
-        username: input.username,
-        email: input.email,
-        passwordHash: await passwords.hash(input.password),
-        roles: [...new Set(input.roles)],
+      const passwordHash = await passwords.hash(input.password);
+      return audited(actor, meta, async (inTx) => {
+        const created = await inTx.create({
+          username: input.username,
+          email: input.email,
+          passwordHash,
+          roles: [...new Set(input.roles)],
+        });
+        const user = await inTx.getRecord(created.id);
+        if (user === undefined) throw new Error("a created user is not there");
+        return {
+          result: user,
+          event: {
+            action: "user_create",
+            target: `user:${user.id}`,
+            details: { after: auditView(user) },
+          },
+        };
       });
-      const user = await existing(created.id);
-      await record(actor, meta, {
-        action: "user_create",
-        target: `user:${user.id}`,
-        details: { after: auditView(user) },
-      });
-      return user;
     },
 
     async listUsers(_actor, _meta, input) {
@@ -188,31 +230,38 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
       if (email === undefined && roles === undefined && isActive === undefined) {
         return existing(userId);
       }
-      const changed = await users.update(userId, {
-        email,
-        roles: roles === undefined ? undefined : [...new Set(roles)],
-        isActive,
+      const { after, revoked } = await audited(actor, meta, async (inTx, tx) => {
+        const changed = await inTx.update(userId, {
+          email,
+          roles: roles === undefined ? undefined : [...new Set(roles)],
+          isActive,
+        });
+        if (changed === undefined) return undefined;
+        const { before, after } = changed;
+        // A deactivated user's sessions end for good: reactivation must not revive them.
+        const revoked =
+          before.isActive && !after.isActive
+            ? await revokeSessions(tx, userId, "user_deactivated")
+            : [];
+        return {
+          result: { after, revoked },
+          event: {
+            action: "user_update",
+            target: `user:${userId}`,
+            details: {
+              changed: [
+                ...(before.email !== after.email ? ["email"] : []),
+                ...(before.roles.join("\n") !== after.roles.join("\n") ? ["roles"] : []),
+                ...(before.isActive !== after.isActive ? ["is_active"] : []),
+              ],
+              before: auditView(before),
+              after: auditView(after),
+              sessions_revoked: revoked.length,
+            },
+          },
+        };
       });
-      if (changed === undefined) throw userNotFound();
-      forget(userId);
-      const { before, after } = changed;
-      // A deactivated user's sessions end for good: reactivation must not revive them.
-      const sessionsRevoked =
-        before.isActive && !after.isActive ? await revokeSessions(userId, "user_deactivated") : 0;
-      await record(actor, meta, {
-        action: "user_update",
-        target: `user:${userId}`,
-        details: {
-          changed: [
-            ...(before.email !== after.email ? ["email"] : []),
-            ...(before.roles.join("\n") !== after.roles.join("\n") ? ["roles"] : []),
-            ...(before.isActive !== after.isActive ? ["is_active"] : []),
-          ],
-          before: auditView(before),
-          after: auditView(after),
-          sessions_revoked: sessionsRevoked,
-        },
-      });
+      forget(userId, revoked);
       return after;
     },
 
@@ -220,37 +269,54 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
       const user = await existing(input.userId);
       checkPasswordPolicy(input.password, user.username);
       const passwordHash = await passwords.hash(input.password);
-      if (!(await users.setPasswordHash(user.id, passwordHash))) throw userNotFound();
-      // Whoever held the old password loses the sessions it opened.
-      const sessionsRevoked = await revokeSessions(user.id, "password_set_by_admin");
-      await record(actor, meta, {
-        action: "user_set_password",
-        target: `user:${user.id}`,
-        details: { changed: ["password"], sessions_revoked: sessionsRevoked },
+      const revoked = await audited(actor, meta, async (inTx, tx) => {
+        if (!(await inTx.setPasswordHash(user.id, passwordHash))) return undefined;
+        // Whoever held the old password loses the sessions it opened.
+        const revoked = await revokeSessions(tx, user.id, "password_set_by_admin");
+        return {
+          result: revoked,
+          event: {
+            action: "user_set_password",
+            target: `user:${user.id}`,
+            details: { changed: ["password"], sessions_revoked: revoked.length },
+          },
+        };
       });
+      forget(user.id, revoked);
     },
 
     async resetUserMfa(actor, meta, input) {
-      const user = await existing(input.userId);
-      const wasEnabled = await resetMfa(user.id);
-      forget(user.id);
-      await record(actor, meta, {
-        action: "user_mfa_reset",
-        target: `user:${user.id}`,
-        details: { mfa_was_enabled: wasEnabled },
+      await audited(actor, meta, async (inTx, tx) => {
+        const user = await inTx.getRecord(input.userId);
+        if (user === undefined) return undefined;
+        const wasEnabled = await resetMfa(tx, user.id);
+        return {
+          result: undefined,
+          event: {
+            action: "user_mfa_reset",
+            target: `user:${user.id}`,
+            details: { mfa_was_enabled: wasEnabled },
+          },
+        };
       });
+      forget(input.userId, []);
     },
 
     async deleteUser(actor, meta, input) {
       if (input.userId === actor.userId) throw selfLockout("delete themselves");
-      const deleted = await users.delete(input.userId);
-      if (deleted === undefined) throw userNotFound();
-      forget(deleted.id);
-      await record(actor, meta, {
-        action: "user_delete",
-        target: `user:${deleted.id}`,
-        details: { before: auditView(deleted) },
+      await audited(actor, meta, async (inTx) => {
+        const deleted = await inTx.delete(input.userId);
+        if (deleted === undefined) return undefined;
+        return {
+          result: undefined,
+          event: {
+            action: "user_delete",
+            target: `user:${deleted.id}`,
+            details: { before: auditView(deleted) },
+          },
+        };
       });
+      forget(input.userId, []);
     },
   };
 }

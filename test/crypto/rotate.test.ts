@@ -8,7 +8,6 @@ import { type SealedColumn, sealedColumns } from "../../src/crypto/sealed-column
 import { createSecretBox, parseDataKeys, type SecretBox } from "../../src/crypto/secret-box.js";
 import { coreSecretContext } from "../../src/gateway/plugins.js";
 import { createMfa } from "../../src/identity/mfa.js";
-import { createMfaStore } from "../../src/identity/mfa-store.js";
 import { silentLogger } from "../../src/log.js";
 import type { Database } from "../../src/storage/index.js";
 import { databaseTargets, openTestDatabase } from "../support/database.js";
@@ -167,7 +166,7 @@ describe.each(databaseTargets())("keys rotate on $name", (target) => {
     const audit = createAuditWriter({ db, log: silentLogger });
     try {
       const mfa = createMfa({
-        store: createMfaStore(db),
+        db,
         box: newBox,
         clock: { now: () => now },
         audit,

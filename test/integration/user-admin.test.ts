@@ -69,9 +69,12 @@ beforeAll(async () => {
     db,
     audit,
     passwords: await createPasswordHasher(),
-    forget: (id) => forgotten.push(id),
-    revokeSessions: (id, reason) => created.identity.revokeUserSessions(id, reason),
-    resetMfa: (id) => created.identity.mfa.reset(id),
+    forget: (id, sessionIds) => {
+      forgotten.push(id);
+      created.identity.forgetSessions(sessionIds);
+    },
+    revokeSessions: (tx, id, reason) => created.identity.revokeUserSessions(tx, id, reason),
+    resetMfa: (tx, id) => created.identity.mfa.reset(tx, id),
   });
   const { listener } = createApp({
     modules: [created.module, userAdminModule],
