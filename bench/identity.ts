@@ -7,7 +7,14 @@ import { join } from "node:path";
 import pg from "pg";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { compareLoginWithTotp } from "./identity-mfa.js";
-import { formatResults, type LoadResult, runLoad } from "./load.js";
+import {
+  type CpuSampler,
+  commandCpuMs,
+  formatResults,
+  type LoadResult,
+  processCpuMs,
+  runLoad,
+} from "./load.js";
 
 /**
  * Validate over REST and gRPC against the framework floor: GetJwks, a public
@@ -173,9 +180,19 @@ async function benchIdentityOn(
     // ValidateResponse with valid = true starts with field 1, varint 1.
     const validTrue = Buffer.from([0x08, 0x01]);
     const results: LoadResult[] = [];
+    // CPU per request of the load generator, the server and PostgreSQL (when it is used).
+    const serverPid = child.pid ?? -1;
+    const cpu: CpuSampler = () => {
+      const self = process.cpuUsage();
+      return {
+        client: (self.user + self.system) / 1000,
+        server: processCpuMs(serverPid),
+        ...(extraEnv.DB_CONNECTION ? { postgres: commandCpuMs("postgres") } : {}),
+      };
+    };
     for (const concurrency of [1, 64]) {
       const get = httpGetter(url, concurrency);
-      const opts = { concurrency, seconds };
+      const opts = { concurrency, seconds, cpu };
       results.push(
         await runLoad(
           "REST floor (GET /.well-known/jwks.json)",
