@@ -119,7 +119,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
       // Plugin ids and service account names are both gateway callers: each side asks the other.
       callerNameTaken: (name) => gatewayArea?.registry.exists(name) ?? Promise.resolve(false),
-      serviceAccountDeleted: async (tx, name) => gatewayArea?.removeCaller(tx, name),
+      serviceAccountDeleted: async (tx, name) => gatewayArea?.removeAllowlistEntries(tx, name),
     });
     const apiKeysArea = createApiKeysModule({
       db,

@@ -7,13 +7,19 @@ export interface AllowlistEntry {
   updatedAt: Date;
 }
 
+/** Which caller an entry is for, and which target. */
+export type AllowlistPair = Pick<AllowlistEntry, "caller" | "target">;
+
 export interface AllowlistStore {
   put(caller: string, target: string, operations: readonly string[]): Promise<AllowlistEntry>;
   get(caller: string, target: string): Promise<AllowlistEntry | undefined>;
   list(filter: { caller?: string; target?: string }): Promise<AllowlistEntry[]>;
   delete(caller: string, target: string): Promise<AllowlistEntry | undefined>;
-  /** Removes every entry naming `caller` (a deleted plugin or service account); how many. */
-  deleteCaller(caller: string): Promise<number>;
+  /**
+   * Removes every entry naming `name` as caller or as target (a deleted plugin or service
+   * account); the pairs removed.
+   */
+  deleteNaming(name: string): Promise<AllowlistPair[]>;
 }
 
 interface Row {
@@ -68,12 +74,12 @@ export function createAllowlistStore(db: Queryable): AllowlistStore {
       );
       return rows[0] === undefined ? undefined : toEntry(rows[0]);
     },
-    async deleteCaller(caller) {
-      const { rows } = await db.query(
-        "DELETE FROM operator_allowlist WHERE caller = $1 RETURNING target",
-        [caller],
+    async deleteNaming(name) {
+      const { rows } = await db.query<AllowlistPair>(
+        "DELETE FROM operator_allowlist WHERE caller = $1 OR target = $1 RETURNING caller, target",
+        [name],
       );
-      return rows.length;
+      return rows;
     },
   };
 }

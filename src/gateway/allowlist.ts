@@ -3,7 +3,11 @@ import { DomainError, invalidArgument } from "../errors.js";
 import { createStateCache } from "../identity/state-cache.js";
 import type { Clock } from "../identity/tokens.js";
 import type { Queryable, Session } from "../storage/index.js";
-import { type AllowlistEntry, createAllowlistStore } from "./allowlist-store.js";
+import {
+  type AllowlistEntry,
+  type AllowlistPair,
+  createAllowlistStore,
+} from "./allowlist-store.js";
 import type { PluginRecord } from "./plugin-store.js";
 import { type RegistryActor, type RegistryMeta, registryAuditActor } from "./plugins.js";
 
@@ -24,6 +28,12 @@ export interface OperatorAllowlist {
   delete(actor: RegistryActor, meta: RegistryMeta, caller: string, target: string): Promise<void>;
   /** The operations `caller` may call on `target` (empty when there is no entry). */
   operationsFor(caller: string, target: string): Promise<ReadonlySet<string>>;
+  /**
+   * Drops this process's cached lookups of entries removed with a deleted plugin or service
+   * account, once the deletion committed, so that one re-created under the same name right
+   * after does not inherit them.
+   */
+  forget(removed: readonly AllowlistPair[]): void;
 }
 
 export interface OperatorAllowlistDeps {
@@ -127,5 +137,9 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
     },
 
     operationsFor: (caller, target) => cache.get(allowlistKey(caller, target)),
+
+    forget(removed) {
+      for (const { caller, target } of removed) cache.forget(allowlistKey(caller, target));
+    },
   };
 }

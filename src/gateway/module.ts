@@ -56,10 +56,11 @@ export interface GatewayArea {
   registry: PluginRegistry;
   allowlist: OperatorAllowlist;
   /**
-   * Removes a deleted service account's allowlist entries in the deletion's transaction, so
-   * that they go with the account (and stay when the deletion rolls back).
+   * Removes the allowlist entries naming a deleted service account in the deletion's
+   * transaction, so that they go with the account (and stay when the deletion rolls back).
+   * Call what it returns once the deletion committed: this process then forgets them at once.
    */
-  removeCaller(tx: Queryable, name: string): Promise<number>;
+  removeAllowlistEntries(tx: Queryable, name: string): Promise<() => void>;
   /** The in-process entry (core search calls plugins through it, as `ai-core`). */
   gateway: Gateway;
   /** Adds plugin credentials (`Bearer tgp_…`) to an authenticator of user and service tokens. */
@@ -109,8 +110,20 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     async (hex) => (await store.findByCredentialHash(Buffer.from(hex, "hex"))) ?? null,
     cacheOptions,
   );
-  // The allowlist's cached lookups of removed entries lapse within its second.
-  const removeCaller = (tx: Queryable, name: string) => createAllowlistStore(tx).deleteCaller(name);
+  const allowlist = createOperatorAllowlist({
+    db: deps.db,
+    audit: deps.audit,
+    plugin: (id) => store.find(id),
+    callerExists: async (name) =>
+      (await store.find(name)) !== undefined || (await deps.isServiceAccountName(name)),
+    clock,
+  });
+  // Entries naming a deleted plugin or service account go in its deletion's transaction; once
+  // that committed, this process forgets them (other processes' lookups lapse within a second).
+  const removeAllowlistEntries = async (tx: Queryable, name: string) => {
+    const removed = await createAllowlistStore(tx).deleteNaming(name);
+    return () => allowlist.forget(removed);
+  };
   const registry = createPluginRegistry({
     db: deps.db,
     box,
@@ -120,17 +133,9 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     byId,
     byCredential,
     isServiceAccountName: deps.isServiceAccountName,
-    removeCaller,
+    removeAllowlistEntries,
     operationsInUse: async (pluginId) =>
       new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
-  });
-  const allowlist = createOperatorAllowlist({
-    db: deps.db,
-    audit: deps.audit,
-    plugin: (id) => store.find(id),
-    callerExists: async (name) =>
-      (await store.find(name)) !== undefined || (await deps.isServiceAccountName(name)),
-    clock,
   });
   // The core's secret for a plugin, opened once per sealed value (i.e. per rotation).
   const opened = new Map<string, { sealed: string; secret: string }>();
@@ -162,7 +167,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     registry,
     gateway,
     allowlist,
-    removeCaller,
+    removeAllowlistEntries,
     modules: [
       {
         services: [PluginRegistryService, OperatorAllowlistService, GatewayService],

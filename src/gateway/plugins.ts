@@ -106,8 +106,11 @@ export interface PluginRegistryDeps {
   byCredential: StateCache<PluginRecord | null>;
   /** Does a service account have this name? Plugin ids and caller names must not collide. */
   isServiceAccountName: (name: string) => Promise<boolean>;
-  /** Removes the allowlist entries naming a deleted plugin as caller, in the given transaction. */
-  removeCaller: (tx: Queryable, name: string) => Promise<number>;
+  /**
+   * Removes the allowlist entries naming a deleted plugin (as caller or as target) in the
+   * deletion's transaction; what it returns forgets them on this process, once committed.
+   */
+  removeAllowlistEntries: (tx: Queryable, name: string) => Promise<() => void>;
   /** Allowlist entries naming operations of this plugin, to refuse removing them. */
   operationsInUse: (pluginId: string) => Promise<Set<string>>;
 }
@@ -296,12 +299,13 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
 
     async delete(actor, meta, id) {
       const before = await existing(id);
-      await audited(actor, meta, async (inTx, tx) => {
+      const forgetEntries = await audited(actor, meta, async (inTx, tx) => {
+        // Its entries go with it, as caller and as target (before ON DELETE CASCADE would
+        // remove the latter unseen), so that they are forgotten too.
+        const removed = await deps.removeAllowlistEntries(tx, id);
         if (!(await inTx.delete(id))) return undefined;
-        // As a target its entries go with it (ON DELETE CASCADE); as a caller, here.
-        await deps.removeCaller(tx, id);
         return {
-          result: undefined,
+          result: removed,
           event: {
             action: "plugin_delete",
             target: `plugin:${id}`,
@@ -310,6 +314,7 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
         };
       });
       forget(before);
+      forgetEntries();
     },
 
     async rotateCredentials(actor, meta, id) {

@@ -10,8 +10,17 @@ export interface MfaRecord {
 export interface MfaStore {
   get(userId: string): Promise<MfaRecord | undefined>;
   setPending(userId: string, sealedPending: string): Promise<void>;
-  /** Turns the pending secret on and replaces the recovery codes (several statements). */
-  activate(userId: string, sealedSecret: string, step: number, codeHashes: string[]): Promise<void>;
+  /**
+   * Turns the pending secret on and replaces the recovery codes (several statements), if MFA
+   * is still off and `sealedPending` is still the pending secret; false (nothing changed)
+   * otherwise.
+   */
+  activate(
+    userId: string,
+    sealedPending: string,
+    step: number,
+    codeHashes: string[],
+  ): Promise<boolean>;
   /** Turns MFA off and deletes the secrets and recovery codes (several statements). */
   disable(userId: string): Promise<void>;
   /** Records `step` as used; false if it (or a later one) was used already. Atomic. */
@@ -48,17 +57,22 @@ export function createMfaStore(db: Queryable): MfaStore {
         sealedPending,
       ]);
     },
-    async activate(userId, sealedSecret, step, codeHashes) {
-      await db.query(
-        `UPDATE users SET mfa_enabled = true, mfa_secret = $2, mfa_pending_secret = NULL,
-                mfa_last_step = $3, updated_at = now() WHERE id = $1`,
-        [userId, sealedSecret, step],
+    async activate(userId, sealedPending, step, codeHashes) {
+      // A concurrent change of the row (a reset, another activation) is waited for and the
+      // condition checked again on the row it left.
+      const { rowCount } = await db.query(
+        `UPDATE users SET mfa_enabled = true, mfa_secret = mfa_pending_secret,
+                mfa_pending_secret = NULL, mfa_last_step = $3, updated_at = now()
+          WHERE id = $1 AND NOT mfa_enabled AND mfa_pending_secret = $2`,
+        [userId, sealedPending, step],
       );
+      if (rowCount !== 1) return false;
       await db.query("DELETE FROM mfa_recovery_codes WHERE user_id = $1", [userId]);
       await db.query(
         "INSERT INTO mfa_recovery_codes (user_id, code_hash) SELECT $1, unnest($2::text[])",
         [userId, codeHashes],
       );
+      return true;
     },
     async disable(userId) {
       await db.query(

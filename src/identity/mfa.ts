@@ -67,6 +67,11 @@ const normalizeRecoveryCode = (code: string) => code.toLowerCase().replace(/[\s-
 const hashRecoveryCode = (code: string) =>
   createHash("sha256").update(normalizeRecoveryCode(code)).digest("hex");
 
+const alreadyEnabled = () =>
+  new DomainError("failed_precondition", "MFA_ALREADY_ENABLED", "MFA is already on");
+
+const notEnrolled = () => new DomainError("failed_precondition", "MFA_NOT_ENROLLED", "enrol first");
+
 const invalidCode = () =>
   new DomainError("invalid_argument", "INVALID_MFA_CODE", "the code is not valid", {
     field: "code",
@@ -145,9 +150,7 @@ export function createMfa(deps: MfaDeps): Mfa {
 
     async enroll(caller, meta) {
       const current = await store.get(caller.userId);
-      if (current?.enabled) {
-        throw new DomainError("failed_precondition", "MFA_ALREADY_ENABLED", "MFA is already on");
-      }
+      if (current?.enabled) throw alreadyEnabled();
       const secret = generateSecret();
       const sealed = box.seal(secret, contextOf(caller.userId));
       await audited(caller, meta, "mfa_enroll", async (inTx) => {
@@ -160,12 +163,8 @@ export function createMfa(deps: MfaDeps): Mfa {
 
     async activate(caller, code, meta) {
       const current = await store.get(caller.userId);
-      if (current?.enabled) {
-        throw new DomainError("failed_precondition", "MFA_ALREADY_ENABLED", "MFA is already on");
-      }
-      if (!current?.sealedPending) {
-        throw new DomainError("failed_precondition", "MFA_NOT_ENROLLED", "enrol first");
-      }
+      if (current?.enabled) throw alreadyEnabled();
+      if (!current?.sealedPending) throw notEnrolled();
       const secret = box.openString(current.sealedPending, contextOf(caller.userId));
       const step = stepOf(secret, code.trim());
       if (step === undefined) {
@@ -174,10 +173,16 @@ export function createMfa(deps: MfaDeps): Mfa {
       }
       const recoveryCodes = Array.from({ length: recoveryCodeCount }, newRecoveryCode);
       const sealed = current.sealedPending;
-      await audited(caller, meta, "mfa_activate", async (inTx) => {
-        await inTx.activate(caller.userId, sealed, step, recoveryCodes.map(hashRecoveryCode));
-        return true;
-      });
+      // Only the enrolment the code was checked against, and only while MFA is off: a reset or
+      // another activation that committed since the read above wins, and this one changes
+      // nothing and writes no event.
+      const activated = await audited(caller, meta, "mfa_activate", (inTx) =>
+        inTx.activate(caller.userId, sealed, step, recoveryCodes.map(hashRecoveryCode)),
+      );
+      if (!activated) {
+        const now = await store.get(caller.userId);
+        throw now?.enabled ? alreadyEnabled() : notEnrolled();
+      }
       return { recoveryCodes };
     },
 

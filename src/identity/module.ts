@@ -36,9 +36,9 @@ export interface IdentityModuleDeps {
   callerNameTaken?: (name: string) => Promise<boolean>;
   /**
    * Told of a deleted service account's name in the deletion's transaction: its allowlist
-   * entries go too, in that transaction.
+   * entries go too, in that transaction. What it returns is called once the deletion committed.
    */
-  serviceAccountDeleted?: (tx: Queryable, name: string) => Promise<unknown>;
+  serviceAccountDeleted?: (tx: Queryable, name: string) => Promise<(() => void) | undefined>;
 }
 
 const rules = new Map<string, AuthRule>([

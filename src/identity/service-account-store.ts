@@ -34,6 +34,8 @@ export interface ServiceAccountStore {
   create(account: NewServiceAccount): Promise<ServiceAccountRecord>;
   findByName(name: string): Promise<ServiceAccountRecord | undefined>;
   findById(id: string): Promise<ServiceAccountRecord | undefined>;
+  /** The account, its row locked until the transaction ends (call on a transaction's handle). */
+  findByIdForUpdate(id: string): Promise<ServiceAccountRecord | undefined>;
   /** Accounts ordered by name, after `afterName` when given. */
   list(limit: number, afterName?: string): Promise<ServiceAccountRecord[]>;
   /** Applies the set fields; undefined when no account has this id. */
@@ -44,7 +46,8 @@ export interface ServiceAccountStore {
     secretHash: Buffer,
     previousExpiresAt: Date | null,
   ): Promise<ServiceAccountRecord | undefined>;
-  delete(id: string): Promise<boolean>;
+  /** The account as it was deleted; undefined when no account has this id. */
+  delete(id: string): Promise<ServiceAccountRecord | undefined>;
 }
 
 interface Row {
@@ -113,6 +116,8 @@ export function createServiceAccountStore(db: Queryable): ServiceAccountStore {
     },
     findByName: (name) => one(`SELECT ${columns} FROM service_accounts WHERE name = $1`, [name]),
     findById: (id) => one(`SELECT ${columns} FROM service_accounts WHERE id = $1`, [id]),
+    findByIdForUpdate: (id) =>
+      one(`SELECT ${columns} FROM service_accounts WHERE id = $1 FOR UPDATE`, [id]),
     async list(limit, afterName) {
       const { rows } = await db.query<Row>(
         `SELECT ${columns} FROM service_accounts
@@ -149,11 +154,6 @@ export function createServiceAccountStore(db: Queryable): ServiceAccountStore {
         [id, secretHash, previousExpiresAt],
       );
     },
-    async delete(id) {
-      const { rows } = await db.query("DELETE FROM service_accounts WHERE id = $1 RETURNING id", [
-        id,
-      ]);
-      return rows.length > 0;
-    },
+    delete: (id) => one(`DELETE FROM service_accounts WHERE id = $1 RETURNING ${columns}`, [id]),
   };
 }

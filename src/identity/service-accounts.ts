@@ -83,9 +83,10 @@ export interface ServiceAccountsDeps {
   callerNameTaken?: (name: string) => Promise<boolean>;
   /**
    * Told of a deleted account's name in the deletion's transaction (the gateway removes its
-   * allowlist entries there, so that they go with the account or stay with it).
+   * allowlist entries there, so that they go with the account or stay with it). What it
+   * returns is called once the deletion committed (the gateway forgets the entries it cached).
    */
-  onDeleted?: (tx: Queryable, name: string) => Promise<unknown>;
+  onDeleted?: (tx: Queryable, name: string) => Promise<(() => void) | undefined>;
   /**
    * Called after a change committed, so that this process's cached state of the account is
    * dropped.
@@ -287,7 +288,9 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
 
     async update(actor, meta, id, changes) {
       const after = await audited(actor, meta, async (inTx) => {
-        const before = await inTx.findById(id);
+        // Locked until the transaction ends: a concurrent change waits, so this is the state
+        // the update replaces.
+        const before = await inTx.findByIdForUpdate(id);
         if (before === undefined) return undefined;
         const updated = await inTx.update(id, {
           description: changes.description,
@@ -336,13 +339,14 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
     },
 
     async delete(actor, meta, id) {
-      await audited(actor, meta, async (inTx, tx) => {
-        const before = await inTx.findById(id);
-        if (before === undefined || !(await inTx.delete(id))) return undefined;
+      const committed = await audited(actor, meta, async (inTx, tx) => {
+        // The account as it was deleted, not as an earlier read saw it.
+        const before = await inTx.delete(id);
+        if (before === undefined) return undefined;
         // Its allowlist entries go with it, in this transaction.
-        await deps.onDeleted?.(tx, before.name);
+        const afterCommit = await deps.onDeleted?.(tx, before.name);
         return {
-          result: undefined,
+          result: afterCommit,
           event: {
             action: "service_account_delete",
             target: `service_account:${id}`,
@@ -351,6 +355,7 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
         };
       });
       forget(id);
+      committed?.();
     },
   };
 }

@@ -217,6 +217,7 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
       () => admin.updateUser(actor, meta, { userId, isActive: false }),
       () => admin.setUserPassword(actor, meta, { userId, password: strong }),
       () => admin.deleteUser(actor, meta, { userId }),
+      () => admin.resetUserMfa(actor, meta, { userId }),
     ]) {
       expect(await rejection(attempt())).toMatchObject({
         kind: "not_found",

@@ -388,6 +388,24 @@ describe.each(databaseTargets())(
         expect((await userRow(user.id))?.mfa_enabled).toBe(true);
       });
 
+      it("keeps MFA on, and the TOTP code's step unused, when the mfa_disable event cannot be written", async () => {
+        const user = await userWithMfa();
+        const token = await login(user.username, userPassword, user.recoveryCodes[0]);
+        // The activation used the current step: the next one is still unused (±1 step is accepted).
+        const code = totp(user.secret, 1);
+        const disabled = await refusing("mfa\\_%", () =>
+          callJson(server.url, "/auth/mfa/disable", { code }, { token }),
+        );
+        expect(unavailable(disabled)).toEqual([503, "AUDIT_UNAVAILABLE"]);
+        expect((await userRow(user.id))?.mfa_enabled).toBe(true);
+        expect(await unusedRecoveryCodes(user.id)).toBe(9);
+        // The step was not recorded as used: the same code works, once.
+        expect((await callJson(server.url, "/auth/mfa/disable", { code }, { token })).status).toBe(
+          200,
+        );
+        expect((await userRow(user.id))?.mfa_enabled).toBe(false);
+      });
+
       it("keeps MFA on, and the code unused, when the mfa_disable event cannot be written", async () => {
         const user = await userWithMfa();
         const token = await login(user.username, userPassword, user.recoveryCodes[0]);

@@ -67,6 +67,30 @@ describe("user administration in the core", () => {
     expect(await after.json()).toMatchObject({ valid: false, reason: "revoked" });
   });
 
+  it("lets an admin set a user's password, after which their validated token is revoked at once", async () => {
+    const admin = await token("root");
+    const created = await call("POST", "/api/admin/users", admin, {
+      username: "forgetful",
+      email: "",
+      password: "forgetful-password-long",
+      roles: ["viewer"],
+    });
+    expect(created.status).toBe(200);
+    const id = created.body.user_id as string;
+    const theirs = await token("forgetful", "forgetful-password-long");
+    // Validated once, so this process has the session's state cached.
+    expect((await call("GET", "/auth/validate", theirs)).body).toMatchObject({ valid: true });
+    const set = await call("POST", `/api/admin/users/${id}/password`, admin, {
+      password: "another-password-long",
+    });
+    expect(set.status).toBe(200);
+    expect((await call("GET", "/auth/validate", theirs)).body).toMatchObject({
+      valid: false,
+      reason: "revoked",
+    });
+    await token("forgetful", "another-password-long");
+  });
+
   it("refuses a viewer with 403 ROLE, and a caller without a token with 401; audits both", async () => {
     const viewer = await token("vera");
     const res = await call("GET", "/api/admin/users", viewer);

@@ -1,0 +1,125 @@
+import { generateSync } from "otplib";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type AuditWriter, createAuditWriter } from "../../src/audit/index.js";
+import { createSecretBox, parseDataKeys } from "../../src/crypto/secret-box.js";
+import { DomainError } from "../../src/errors.js";
+import { createMfa, type MfaDeps } from "../../src/identity/mfa.js";
+import { createUserStore } from "../../src/identity/user-store.js";
+import { silentLogger } from "../../src/log.js";
+import type { Database } from "../../src/storage/index.js";
+import { databaseTargets, openTestDatabase } from "../support/database.js";
+
+/**
+ * MFA activation's domain on a real database (PGlite, and PostgreSQL with TEST_DATABASE_URL):
+ * the activation turns on the enrolment it checked the code against, or nothing. Login, enrol
+ * and disable end to end are in test/integration/mfa.test.ts.
+ */
+
+const meta = { requestId: "req-mfa" };
+const box = createSecretBox(parseDataKeys(Buffer.alloc(32, 3).toString("base64")));
+
+async function rejection(promise: Promise<unknown>): Promise<DomainError> {
+  try {
+    await promise;
+  } catch (err) {
+    if (err instanceof DomainError) return err;
+    throw err;
+  }
+  throw new Error("expected a DomainError");
+}
+
+describe.each(databaseTargets())("MFA activation (domain) on $name", (target) => {
+  const now = Date.now();
+  const code = (secret: string) => generateSync({ secret, epoch: Math.floor(now / 1000) });
+  let db: Database;
+  let writer: AuditWriter;
+
+  beforeAll(async () => {
+    db = await openTestDatabase(target);
+    writer = createAuditWriter({ db, log: silentLogger });
+  });
+  afterAll(async () => {
+    await writer?.close();
+    await db?.close();
+  });
+  beforeEach(async () => {
+    await db.query("DELETE FROM users");
+  });
+
+  const mfaOn = (handle: MfaDeps["db"]) =>
+    createMfa({ db: handle, box, clock: { now: () => now }, audit: writer, issuer: "Test" });
+
+  /** A user with a pending enrolment: who they are and the secret to make codes from. */
+  async function enrolled() {
+    const user = await createUserStore(db).create({
+      username: `user-${crypto.randomUUID().slice(0, 8)}`,
+      email: "",
+      passwordHash: "x",
+      roles: [],
+    });
+    const caller = { userId: user.id, username: user.username };
+    const { secret } = await mfaOn(db).enroll(caller, meta);
+    return { caller, secret };
+  }
+
+  async function stateOf(userId: string) {
+    const { rows } = await db.query<{
+      mfa_enabled: boolean;
+      mfa_secret: string | null;
+      activations: number;
+      codes: number;
+    }>(
+      `SELECT mfa_enabled, mfa_secret,
+              (SELECT count(*)::int FROM audit_events
+                WHERE action = 'mfa_activate' AND outcome = 'success' AND target = $2) AS activations,
+              (SELECT count(*)::int FROM mfa_recovery_codes WHERE user_id = $1) AS codes
+         FROM users WHERE id = $1`,
+      [userId, `user:${userId}`],
+    );
+    return rows[0];
+  }
+
+  it("turns MFA on once when two activations with the same code race", async () => {
+    const { caller, secret } = await enrolled();
+    const mfa = mfaOn(db);
+    const results = await Promise.allSettled([
+      mfa.activate(caller, code(secret), meta),
+      mfa.activate(caller, code(secret), meta),
+    ]);
+    const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+    const lost = results.flatMap((r) => (r.status === "rejected" ? [r.reason] : []));
+    expect(won).toHaveLength(1);
+    expect(lost).toMatchObject([{ kind: "failed_precondition", reason: "MFA_ALREADY_ENABLED" }]);
+    expect(await stateOf(caller.userId)).toMatchObject({
+      mfa_enabled: true,
+      activations: 1,
+      codes: 10,
+    });
+    // The recovery codes the winner was given are the ones that work.
+    expect(await mfa.check(caller.userId, won[0]?.recoveryCodes[0] ?? "")).toBe(true);
+  });
+
+  it("leaves MFA off when an administrator's reset commits between the activation's read and its write", async () => {
+    const { caller, secret } = await enrolled();
+    // The reset commits just before the activation's transaction begins (after its read).
+    let reset: (() => Promise<unknown>) | undefined = () =>
+      db.transaction((tx) => mfaOn(db).reset(tx, caller.userId));
+    const mfa = mfaOn({
+      query: (sql, params) => db.query(sql, params),
+      async transaction(fn) {
+        const before = reset;
+        reset = undefined;
+        await before?.();
+        return db.transaction(fn);
+      },
+    });
+    const err = await rejection(mfa.activate(caller, code(secret), meta));
+    expect([err.kind, err.reason]).toEqual(["failed_precondition", "MFA_NOT_ENROLLED"]);
+    expect(await stateOf(caller.userId)).toEqual({
+      mfa_enabled: false,
+      mfa_secret: null,
+      activations: 0,
+      codes: 0,
+    });
+  });
+});
