@@ -127,9 +127,14 @@ async function demo(): Promise<void> {
     await retrievalPlugin?.close();
   }, log);
   const password = randomBytes(18).toString("base64url");
-  const existed = await core.identity.setPassword("admin", password);
+  // Audited as the system actor, each change with its event (docs/audit.md).
+  const meta = { requestId: `cli-${randomBytes(8).toString("hex")}` };
+  const existed = await core.identity.setPassword("admin", password, meta);
   if (!existed) {
-    await core.identity.createUser({ username: "admin", email: "", password, roles: ["admin"] });
+    await core.identity.createUser(
+      { username: "admin", email: "", password, roles: ["admin"] },
+      meta,
+    );
   }
   const demoKey = await issueDemoKey(core.apiKeys);
   const url = core.server.url;
@@ -139,8 +144,8 @@ async function demo(): Promise<void> {
     ["vic", "viewer"],
   ] as const) {
     const pw = randomBytes(12).toString("base64url");
-    if (!(await core.identity.setPassword(username, pw))) {
-      await core.identity.createUser({ username, email: "", password: pw, roles: [role] });
+    if (!(await core.identity.setPassword(username, pw, meta))) {
+      await core.identity.createUser({ username, email: "", password: pw, roles: [role] }, meta);
     }
     people.push(`  ${username} (${role}): ${pw}`);
   }
@@ -266,12 +271,10 @@ async function usersCreate(args: string[]): Promise<void> {
   const password = await readPassword();
   await withAudit(async (ctx) => {
     const { identity } = await identityFor(ctx);
-    const user = await identity.createUser({
-      username,
-      email: values.email,
-      password,
-      roles: values.role,
-    });
+    const user = await identity.createUser(
+      { username, email: values.email, password, roles: values.role },
+      { requestId: `cli-${randomBytes(8).toString("hex")}` },
+    );
     process.stdout.write(
       `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
     );

@@ -11,8 +11,7 @@ import type { OperatorAllowlist } from "./gateway/allowlist.js";
 import type { Gateway } from "./gateway/gateway.js";
 import { createGatewayModule, type GatewayArea } from "./gateway/module.js";
 import type { PluginRegistry } from "./gateway/plugins.js";
-import type { Identity } from "./identity/identity.js";
-import { createIdentityModule } from "./identity/module.js";
+import { createIdentityModule, type IdentityArea } from "./identity/module.js";
 import type { ServiceAccounts } from "./identity/service-accounts.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
@@ -33,7 +32,7 @@ export interface Core {
   server: RunningServer;
   audit: AuditWriter;
   db: Database;
-  identity: Identity;
+  identity: IdentityArea;
   /** API key management (demo mode creates a key through it). */
   apiKeys: ApiKeys;
   /** The settings this process runs with; subscribe to follow changes (docs/settings.md). */

@@ -11,8 +11,7 @@ import { createSessionRevoker, type SessionState, type SessionStore } from "./se
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
-import { createUserManagement, type NewUserInput } from "./user-management.js";
-import type { User, UserStore } from "./user-store.js";
+import type { UserStore } from "./user-store.js";
 import {
   createTokenValidation,
   mfaEnrollScope,
@@ -27,7 +26,6 @@ import {
  * src/identity/service.ts adapts it to Connect.
  */
 
-export type { NewUserInput } from "./user-management.js";
 export type { InvalidReason, ValidateOutcome } from "./validation.js";
 
 export interface AuthenticatedUser {
@@ -92,10 +90,6 @@ export interface Identity {
     options?: { allowMfaEnrollment?: boolean },
   ): Promise<AuthenticatedUser>;
   readonly jwks: readonly PublicJwk[];
-  createUser(input: NewUserInput): Promise<Omit<User, "passwordHash">>;
-  setActive(userId: string, isActive: boolean): Promise<boolean>;
-  /** Sets a new password for the user with this username; false if there is none. */
-  setPassword(username: string, password: string): Promise<boolean>;
   /** Drops this process's cached state of a user after a change made elsewhere in it. */
   forgetUser(userId: string): void;
   /** The same for a service account. */
@@ -103,8 +97,8 @@ export interface Identity {
   /** The same for sessions (revoked by a change made elsewhere in this process). */
   forgetSessions(sessionIds: readonly string[]): void;
   /**
-   * Revokes every open session of a user in the caller's transaction (an administrator's
-   * deactivation or password set, committed with its audit event); their ids, to forget
+   * Revokes every open session of a user in the caller's transaction (an administrator's or
+   * the operator's deactivation or password set, committed with its audit event); their ids, to forget
    * once that transaction committed.
    */
   revokeUserSessions(tx: Queryable, userId: string, reason: string): Promise<string[]>;
@@ -424,6 +418,5 @@ export function createIdentity(deps: IdentityDeps): Identity {
     },
 
     revokeUserSessions: (tx, userId, reason) => createSessionRevoker(tx).revokeAll(userId, reason),
-    ...createUserManagement({ users, passwords, forget: (id) => userStates.forget(id) }),
   };
 }

@@ -15,6 +15,7 @@ import { createServiceAccountAdminModule } from "./service-accounts-service.js";
 import { createSessionStore } from "./session-store.js";
 import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
 import { type Clock, createTokenService, systemClock } from "./tokens.js";
+import { createUserManagement, type UserManagement } from "./user-management.js";
 import { createUserStore } from "./user-store.js";
 
 export interface IdentityModuleDeps {
@@ -58,8 +59,11 @@ const rules = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
 ]);
 
+/** The identity domain with the operator's user changes (command line, demo mode). */
+export type IdentityArea = Identity & UserManagement;
+
 export interface IdentityModule {
-  identity: Identity;
+  identity: IdentityArea;
   serviceAccounts: ServiceAccounts;
   /** IdentityService. */
   module: ServiceModule;
@@ -77,7 +81,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
   // One throttle for logins and token requests: an address failing at either is counted once.
   const throttle = createLoginThrottle(clock, deps.throttlePolicy);
   const serviceAccountStore = createServiceAccountStore(deps.db);
-  const identity = createIdentity({
+  const domain = createIdentity({
     users: createUserStore(deps.db),
     serviceAccounts: serviceAccountStore,
     passwords,
@@ -100,6 +104,19 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
       tokenTtlSeconds: () => deps.jwt.ttlSeconds,
     },
   });
+  const identity: IdentityArea = {
+    ...domain,
+    ...createUserManagement({
+      db: deps.db,
+      passwords,
+      audit: deps.audit,
+      forget: (userId, sessionIds) => {
+        domain.forgetUser(userId);
+        domain.forgetSessions(sessionIds);
+      },
+      revokeSessions: (tx, userId, reason) => domain.revokeUserSessions(tx, userId, reason),
+    }),
+  };
   const serviceAccounts = createServiceAccounts({
     db: deps.db,
     tokens,

@@ -130,7 +130,10 @@ const selfLockout = (what: string): DomainError =>
   });
 
 /** What the audit log keeps of a user: no password, no email address (docs/audit.md). */
-const auditView = (user: UserRecord) => ({ roles: user.roles, is_active: user.isActive });
+export const auditView = (user: Pick<UserRecord, "roles" | "isActive">) => ({
+  roles: user.roles,
+  is_active: user.isActive,
+});
 
 export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
   const { db, passwords, audit, forget, revokeSessions, resetMfa } = deps;

@@ -124,6 +124,9 @@ describe("traitgate users create", () => {
       "clerk-password-long\n",
     );
     expect(fromStdin.code).toBe(0);
+    // Each creation committed with its user_create event (the system actor, docs/audit.md).
+    const created = await runCli(["audit", "verify"], env);
+    expect(created.stdout).toMatch(/audit chain intact: 2 events /);
 
     const { child, output: outputNow } = await startCli(["serve"], env, /traitgate listening/);
     const url = listeningUrl(outputNow());

@@ -5,8 +5,7 @@ import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { UserAdminService } from "../../gen/traitgate/identity/v1/user_admin_pb.js";
 import { type AuditWriter, createAuditWriter, verifyAuditChain } from "../../src/audit/index.js";
 import { loadConfig } from "../../src/config.js";
-import type { Identity } from "../../src/identity/identity.js";
-import { createIdentityModule } from "../../src/identity/module.js";
+import { createIdentityModule, type IdentityArea } from "../../src/identity/module.js";
 import { createPasswordHasher } from "../../src/identity/passwords.js";
 import { createUserAdminModule } from "../../src/identity/user-admin-service.js";
 import { createLogger } from "../../src/log.js";
@@ -30,7 +29,7 @@ const passwords = [rootPassword, viewerPassword, userPassword];
 let server: RunningServer;
 let db: Database;
 let audit: AuditWriter;
-let identity: Identity;
+let identity: IdentityArea;
 let h2: Http2SessionManager;
 let grpc: Client<typeof UserAdminService>;
 const logs: string[] = [];
@@ -454,16 +453,23 @@ describe("audit trail", () => {
       `SELECT action, actor_type, actor_id, target, outcome, request_id, details
        FROM audit_events WHERE action LIKE 'user\\_%' ORDER BY seq`,
     );
-    const actions = new Set(rows.map((r) => r.action));
+    // root and vic were created in beforeAll as the command line creates users: by the system.
+    const bySystem = rows.filter((r) => r.actor_type === "system");
+    expect(bySystem.map((r) => [r.action, r.actor_id, r.target])).toEqual([
+      ["user_create", null, `user:${rootId}`],
+      ["user_create", null, expect.stringMatching(/^user:[0-9a-f-]{36}$/)],
+    ]);
+    const byAdmin = rows.filter((r) => r.actor_type !== "system");
+    const actions = new Set(byAdmin.map((r) => r.action));
     expect(actions).toEqual(
       new Set(["user_create", "user_update", "user_set_password", "user_delete"]),
     );
-    for (const row of rows) {
+    for (const row of byAdmin) {
       expect(row).toMatchObject({ actor_type: "user", actor_id: rootId, outcome: "success" });
       expect(row.target).toMatch(/^user:[0-9a-f-]{36}$/);
       expect(row.request_id).toBeTruthy();
     }
-    const roleChange = rows.find(
+    const roleChange = byAdmin.find(
       (r) =>
         r.action === "user_update" &&
         JSON.stringify(r.details.after) ===
@@ -475,7 +481,7 @@ describe("audit trail", () => {
       after: { roles: ["clinician", "auditor"], is_active: true },
       sessions_revoked: 0,
     });
-    expect(rows.find((r) => r.action === "user_delete")?.details).toMatchObject({
+    expect(byAdmin.find((r) => r.action === "user_delete")?.details).toMatchObject({
       before: { is_active: true },
     });
     const text = JSON.stringify(rows);
