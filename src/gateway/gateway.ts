@@ -64,6 +64,12 @@ export interface GatewayDeps {
   audit: Pick<AuditWriter, "write">;
   log: Logger;
   timeouts: { defaultMs: number; maxMs: number };
+  /**
+   * Whether the reason the caller's signal aborted with is its deadline passing (the
+   * transport knows its deadline errors): the call then ends as a timeout (504), not as a
+   * caller that went away.
+   */
+  isDeadline?: (reason: unknown) => boolean;
 }
 
 export interface Gateway {
@@ -238,6 +244,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
       },
       ...(input.signal ? { signal: input.signal } : {}),
     });
+    if (result.kind === "aborted" && deps.isDeadline?.(input.signal?.reason)) {
+      return replyOf({ kind: "timeout" }, event);
+    }
     return replyOf(result, event);
   }
 

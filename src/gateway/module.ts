@@ -24,6 +24,7 @@ import {
   createOperatorAllowlistService,
   createPluginRegistryService,
   GatewayService,
+  isConnectDeadline,
   OperatorAllowlistService,
   PluginRegistryService,
 } from "./service.js";
@@ -157,6 +158,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     audit: callAudit,
     log: deps.log.child({ area: "gateway" }),
     timeouts: { defaultMs: deps.config.defaultTimeoutMs, maxMs: deps.config.maxTimeoutMs },
+    isDeadline: isConnectDeadline,
   });
   const feed = createOperatorCallFeed({ db: deps.db });
   const refusedAdmin = auditRefusedCalls(deps.audit);

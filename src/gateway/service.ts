@@ -1,5 +1,5 @@
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
   GatewayService,
   OperatorAllowlistService,
@@ -108,6 +108,10 @@ export function createOperatorAllowlistService(
     },
   };
 }
+
+/** Connect aborts a handler's signal with a DeadlineExceeded error when the caller's deadline passes. */
+export const isConnectDeadline = (reason: unknown): boolean =>
+  reason instanceof ConnectError && reason.code === Code.DeadlineExceeded;
 
 export function createGatewayService(
   gateway: Gateway,
