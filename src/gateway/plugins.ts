@@ -1,11 +1,12 @@
 import { createHash, randomBytes } from "node:crypto";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { auditedChanges } from "../audit/audited-change.js";
+import type { AuditWriter } from "../audit/index.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { StateCache } from "../identity/state-cache.js";
 import type { Queryable, Session } from "../storage/index.js";
 import { checkManifest, type PluginManifest } from "./manifest.js";
-import { createPluginStore, type PluginRecord, type PluginStore } from "./plugin-store.js";
+import { createPluginStore, type PluginRecord } from "./plugin-store.js";
 
 /**
  * The plugin registry: what an admin may do with plugins, how a plugin proves
@@ -150,32 +151,13 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
   const { db, box, audit, byId, byCredential } = deps;
   const store = createPluginStore(db);
 
-  /**
-   * Runs a change on the store inside a transaction with its audit event: both commit, or
-   * neither (an event that cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE).
-   * `change` returns its result and the event; undefined means "no such plugin" (404).
-   */
-  const audited = <T>(
-    actor: RegistryActor,
-    meta: RegistryMeta,
-    change: (
-      store: PluginStore,
-      tx: Queryable,
-    ) => Promise<
-      { result: T; event: Pick<AuditEventInput, "action" | "target" | "details"> } | undefined
-    >,
-  ): Promise<T> =>
-    db.transaction(async (tx) => {
-      const done = await change(createPluginStore(tx), tx);
-      if (done === undefined) throw notFound();
-      await audit.writeIn(tx, {
-        ...done.event,
-        ...registryAuditActor(actor),
-        outcome: "success",
-        requestId: meta.requestId,
-      });
-      return done.result;
-    });
+  const audited = auditedChanges({
+    db,
+    audit,
+    store: createPluginStore,
+    actorFields: registryAuditActor,
+    notFound,
+  });
 
   const newCredentials = (id: string) => {
     const credentials = {

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { auditedChanges } from "../audit/audited-change.js";
+import type { AuditWriter } from "../audit/index.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Queryable, Session } from "../storage/index.js";
@@ -9,7 +10,6 @@ import {
   createServiceAccountStore,
   type ServiceAccountChanges,
   type ServiceAccountRecord,
-  type ServiceAccountStore,
 } from "./service-account-store.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, IssuedToken, TokenService } from "./tokens.js";
@@ -132,32 +132,13 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
   const { db, tokens, clock, throttle, audit, log, forget } = deps;
   const store = createServiceAccountStore(db);
 
-  /**
-   * Runs a change in a transaction with its audit event: both commit, or neither (an event
-   * that cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE). `change` returns
-   * its result and the event; undefined means "no such account" (404).
-   */
-  const audited = <T>(
-    actor: AdminActor,
-    meta: AdminRequestMeta,
-    change: (
-      store: ServiceAccountStore,
-      tx: Queryable,
-    ) => Promise<
-      { result: T; event: Pick<AuditEventInput, "action" | "target" | "details"> } | undefined
-    >,
-  ): Promise<T> =>
-    db.transaction(async (tx) => {
-      const done = await change(createServiceAccountStore(tx), tx);
-      if (done === undefined) throw notFound();
-      await audit.writeIn(tx, {
-        ...done.event,
-        ...auditActor(actor),
-        outcome: "success",
-        requestId: meta.requestId,
-      });
-      return done.result;
-    });
+  const audited = auditedChanges({
+    db,
+    audit,
+    store: createServiceAccountStore,
+    actorFields: auditActor,
+    notFound,
+  });
 
   async function existing(id: string): Promise<ServiceAccountRecord> {
     const account = await store.findById(id);

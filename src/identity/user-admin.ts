@@ -1,16 +1,11 @@
 import { createHash } from "node:crypto";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { auditedChanges } from "../audit/audited-change.js";
+import type { AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import type { Queryable, Session } from "../storage/index.js";
 import { checkPasswordPolicy } from "./password-policy.js";
 import type { PasswordHasher } from "./passwords.js";
-import {
-  createUserStore,
-  type UserAdminStore,
-  type UserChanges,
-  type UserRecord,
-  type UserStore,
-} from "./user-store.js";
+import { createUserStore, type UserChanges, type UserRecord } from "./user-store.js";
 
 /**
  * User administration: what an administrator may do to other users' accounts. Every
@@ -118,9 +113,6 @@ export interface UserAdminDeps {
   resetMfa: (tx: Queryable, userId: string) => Promise<boolean>;
 }
 
-/** The user store as a change sees it: bound to the change's transaction. */
-type AdminUserStore = Pick<UserStore, "create" | "setPasswordHash"> & UserAdminStore;
-
 const userNotFound = (): DomainError =>
   new DomainError("not_found", "USER_NOT_FOUND", "no user has this id", { field: "user_id" });
 
@@ -139,32 +131,13 @@ export function createUserAdmin(deps: UserAdminDeps): UserAdmin {
   const { db, passwords, audit, forget, revokeSessions, resetMfa } = deps;
   const users = createUserStore(db);
 
-  /**
-   * Runs a change in a transaction with its audit event: both commit, or neither (an event
-   * that cannot be written rolls the change back: 503 AUDIT_UNAVAILABLE). `change` returns
-   * its result and the event; undefined means "no such user" (404).
-   */
-  const audited = <T>(
-    actor: AdminActor,
-    meta: AdminRequestMeta,
-    change: (
-      users: AdminUserStore,
-      tx: Queryable,
-    ) => Promise<
-      { result: T; event: Pick<AuditEventInput, "action" | "target" | "details"> } | undefined
-    >,
-  ): Promise<T> =>
-    db.transaction(async (tx) => {
-      const done = await change(createUserStore(tx), tx);
-      if (done === undefined) throw userNotFound();
-      await audit.writeIn(tx, {
-        ...done.event,
-        ...auditActor(actor),
-        outcome: "success",
-        requestId: meta.requestId,
-      });
-      return done.result;
-    });
+  const audited = auditedChanges({
+    db,
+    audit,
+    store: createUserStore,
+    actorFields: auditActor,
+    notFound: userNotFound,
+  });
 
   async function existing(userId: string): Promise<UserRecord> {
     const user = await users.getRecord(userId);

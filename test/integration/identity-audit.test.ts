@@ -1,6 +1,6 @@
 import { generateSync } from "otplib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { databaseTargets, openTestDatabase } from "../support/database.js";
+import { databaseTargets, openTestDatabase, refusingAuditEvents } from "../support/database.js";
 import { callJson, type JsonReply } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -32,27 +32,8 @@ describe.each(databaseTargets())(
     });
     afterAll(async () => server?.close());
 
-    /**
-     * Runs `fn` while the audit log refuses the events whose action is LIKE `pattern` (an insert
-     * trigger that raises); every other event is written as usual.
-     */
-    async function refusing<T>(pattern: string, fn: () => Promise<T>): Promise<T> {
-      await server.core.db.exec(`
-      CREATE FUNCTION test_refuse_events() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.action LIKE '${pattern}' THEN RAISE EXCEPTION 'refused by the test'; END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER test_refuse_events BEFORE INSERT ON audit_events
-        FOR EACH ROW EXECUTE FUNCTION test_refuse_events();`);
-      try {
-        return await fn();
-      } finally {
-        await server.core.db.exec(`
-        DROP TRIGGER test_refuse_events ON audit_events;
-        DROP FUNCTION test_refuse_events();`);
-      }
-    }
+    const refusing = <T>(pattern: string, fn: () => Promise<T>) =>
+      refusingAuditEvents(server.core.db, pattern, fn);
 
     const unavailable = (reply: JsonReply) => [reply.status, reply.reason];
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { verifyAuditChain } from "../../src/audit/index.js";
 import { countEvents } from "../audit/events.js";
-import { databaseTargets, openTestDatabase } from "../support/database.js";
+import { databaseTargets, openTestDatabase, refusingAuditEvents } from "../support/database.js";
 import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -49,24 +49,9 @@ describe.each(databaseTargets())("the operator's user changes, on $name", (targe
     return rows.reverse();
   }
 
-  /** Runs `fn` while the audit log refuses every user_% event (an insert trigger that raises). */
-  async function refusingUserEvents<T>(fn: () => Promise<T>): Promise<T> {
-    await server.core.db.exec(`
-      CREATE FUNCTION test_refuse_events() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF NEW.action LIKE 'user\\_%' THEN RAISE EXCEPTION 'refused by the test'; END IF;
-        RETURN NEW;
-      END $$;
-      CREATE TRIGGER test_refuse_events BEFORE INSERT ON audit_events
-        FOR EACH ROW EXECUTE FUNCTION test_refuse_events();`);
-    try {
-      return await fn();
-    } finally {
-      await server.core.db.exec(`
-        DROP TRIGGER test_refuse_events ON audit_events;
-        DROP FUNCTION test_refuse_events();`);
-    }
-  }
+  /** Runs `fn` while the audit log refuses every user_% event. */
+  const refusingUserEvents = <T>(fn: () => Promise<T>) =>
+    refusingAuditEvents(server.core.db, "user\\_%", fn);
 
   async function userRow(username: string) {
     const { rows } = await server.core.db.query<{

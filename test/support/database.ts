@@ -116,3 +116,29 @@ export async function twoHandlesOnOneSchema(url: string): Promise<[Database, Dat
   const b = await openDatabase({ connection: url, schema, log: silentLogger });
   return [a, b];
 }
+
+/**
+ * Runs `fn` while `db`'s audit log refuses the events whose action is LIKE `pattern` (an
+ * insert trigger that raises); every other event is written as usual.
+ */
+export async function refusingAuditEvents<T>(
+  db: Pick<Database, "exec">,
+  pattern: string,
+  fn: () => Promise<T>,
+): Promise<T> {
+  await db.exec(`
+    CREATE FUNCTION test_refuse_events() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.action LIKE '${pattern}' THEN RAISE EXCEPTION 'refused by the test'; END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER test_refuse_events BEFORE INSERT ON audit_events
+      FOR EACH ROW EXECUTE FUNCTION test_refuse_events();`);
+  try {
+    return await fn();
+  } finally {
+    await db.exec(`
+      DROP TRIGGER test_refuse_events ON audit_events;
+      DROP FUNCTION test_refuse_events();`);
+  }
+}
