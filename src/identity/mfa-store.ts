@@ -9,6 +9,8 @@ export interface MfaRecord {
 
 export interface MfaStore {
   get(userId: string): Promise<MfaRecord | undefined>;
+  /** `get`, locking the user's row until the transaction ends (call it on a transaction). */
+  getForUpdate(userId: string): Promise<MfaRecord | undefined>;
   setPending(userId: string, sealedPending: string): Promise<void>;
   /**
    * Turns the pending secret on and replaces the recovery codes (several statements), if MFA
@@ -35,22 +37,26 @@ export interface MfaStore {
  * are several statements: call them on a transaction's handle only.
  */
 export function createMfaStore(db: Queryable): MfaStore {
+  const read = async (userId: string, lock: "" | " FOR UPDATE") => {
+    const { rows } = await db.query<{
+      mfa_enabled: boolean;
+      mfa_secret: string | null;
+      mfa_pending_secret: string | null;
+    }>(`SELECT mfa_enabled, mfa_secret, mfa_pending_secret FROM users WHERE id = $1${lock}`, [
+      userId,
+    ]);
+    const row = rows[0];
+    return (
+      row && {
+        enabled: row.mfa_enabled,
+        sealedSecret: row.mfa_secret,
+        sealedPending: row.mfa_pending_secret,
+      }
+    );
+  };
   return {
-    async get(userId) {
-      const { rows } = await db.query<{
-        mfa_enabled: boolean;
-        mfa_secret: string | null;
-        mfa_pending_secret: string | null;
-      }>("SELECT mfa_enabled, mfa_secret, mfa_pending_secret FROM users WHERE id = $1", [userId]);
-      const row = rows[0];
-      return (
-        row && {
-          enabled: row.mfa_enabled,
-          sealedSecret: row.mfa_secret,
-          sealedPending: row.mfa_pending_secret,
-        }
-      );
-    },
+    get: (userId) => read(userId, ""),
+    getForUpdate: (userId) => read(userId, " FOR UPDATE"),
     async setPending(userId, sealedPending) {
       await db.query("UPDATE users SET mfa_pending_secret = $2, updated_at = now() WHERE id = $1", [
         userId,

@@ -143,7 +143,8 @@ export function createMfa(deps: MfaDeps): Mfa {
 
     async reset(tx, userId) {
       const inTx = createMfaStore(tx);
-      const current = await inTx.get(userId);
+      // Locked: an activation racing the reset waits for it, so "was it on" stays true.
+      const current = await inTx.getForUpdate(userId);
       await inTx.disable(userId);
       return current?.enabled === true;
     },

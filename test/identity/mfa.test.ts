@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { generateSync } from "otplib";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type AuditWriter, createAuditWriter } from "../../src/audit/index.js";
@@ -121,5 +122,42 @@ describe.each(databaseTargets())("MFA activation (domain) on $name", (target) =>
       activations: 0,
       codes: 0,
     });
+  });
+
+  it("reports whether MFA was on as the reset found it when an activation races it", async () => {
+    const { caller, secret } = await enrolled();
+    // Right after the reset has read the user, an activation starts on another connection and
+    // gets 200 ms to commit before the reset goes on. With the row locked by the reset's read,
+    // it waits for the reset and then finds nothing to turn on; without the lock it commits,
+    // and the reset turns off an MFA it had read as off.
+    // (Started from here, outside the reset's transaction, once the reset has read.)
+    let read = () => {};
+    const activation = new Promise<void>((resolve) => {
+      read = resolve;
+    }).then(() => mfaOn(db).activate(caller, code(secret), meta));
+    const activated = activation.then(
+      () => true,
+      () => false,
+    );
+    let waited = false;
+    const wasEnabled = await db.transaction((tx) =>
+      mfaOn(db).reset(
+        {
+          async query<R>(sql: string, params?: readonly unknown[]) {
+            const result = await tx.query<R>(sql, params);
+            if (!waited && /^\s*SELECT\b/i.test(sql)) {
+              waited = true;
+              read();
+              await Promise.race([activated, sleep(200)]);
+            }
+            return result;
+          },
+        },
+        caller.userId,
+      ),
+    );
+    // The reset's answer (its audit event's `mfa_was_enabled`) agrees with what happened.
+    expect(wasEnabled).toBe(await activated);
+    expect(await stateOf(caller.userId)).toMatchObject({ mfa_enabled: false, codes: 0 });
   });
 });
