@@ -123,6 +123,18 @@ export interface IdentityDeps {
   mfa: Mfa;
   /** Identity events are committed to the audit log before the answer is sent. */
   audit: Pick<AuditWriter, "write">;
+  /**
+   * A user's own password change, committed with its audit event in one transaction: stores
+   * the new hash, revokes the user's sessions but `keepSessionId`, and appends the event
+   * `eventFor(number of sessions revoked)`; the revoked sessions' ids. When the event cannot
+   * be written nothing is changed (503 AUDIT_UNAVAILABLE).
+   */
+  commitPasswordChange(change: {
+    userId: string;
+    passwordHash: string;
+    keepSessionId: string;
+    eventFor: (sessionsRevoked: number) => AuditEventInput;
+  }): Promise<string[]>;
   refreshTtlSeconds: number;
   /**
    * Settings that change without a restart (`auth.*`, docs/settings.md), read at each
@@ -397,17 +409,21 @@ export function createIdentity(deps: IdentityDeps): Identity {
           field: "new_password",
         });
       }
-      await users.setPasswordHash(user.id, await passwords.hash(newPassword));
-      const others = await sessions.revokeAll(user.id, "password_change", caller.sessionId);
-      for (const id of others) sessionStates.forget(id);
-      await record(meta, {
-        actorType: "user",
-        actorId: user.id,
-        action: "password_change",
-        target: `user:${user.id}`,
-        outcome: "success",
-        details: { sessions_revoked: others.length },
+      const others = await deps.commitPasswordChange({
+        userId: user.id,
+        passwordHash: await passwords.hash(newPassword),
+        keepSessionId: caller.sessionId,
+        eventFor: (revoked) => ({
+          actorType: "user",
+          actorId: user.id,
+          action: "password_change",
+          target: `user:${user.id}`,
+          outcome: "success",
+          requestId: meta.requestId,
+          details: { sessions_revoked: revoked },
+        }),
       });
+      for (const id of others) sessionStates.forget(id);
       return others.length;
     },
 

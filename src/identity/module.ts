@@ -12,7 +12,7 @@ import { createIdentityService, IdentityService } from "./service.js";
 import { createServiceAccountStore } from "./service-account-store.js";
 import { createServiceAccounts, type ServiceAccounts } from "./service-accounts.js";
 import { createServiceAccountAdminModule } from "./service-accounts-service.js";
-import { createSessionStore } from "./session-store.js";
+import { createSessionRevoker, createSessionStore } from "./session-store.js";
 import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
 import { type Clock, createTokenService, systemClock } from "./tokens.js";
 import { createUserManagement, type UserManagement } from "./user-management.js";
@@ -83,6 +83,17 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
   const serviceAccountStore = createServiceAccountStore(deps.db);
   const domain = createIdentity({
     users: createUserStore(deps.db),
+    commitPasswordChange: ({ userId, passwordHash, keepSessionId, eventFor }) =>
+      deps.db.transaction(async (tx) => {
+        await createUserStore(tx).setPasswordHash(userId, passwordHash);
+        const revoked = await createSessionRevoker(tx).revokeAll(
+          userId,
+          "password_change",
+          keepSessionId,
+        );
+        await deps.audit.writeIn(tx, eventFor(revoked.length));
+        return revoked;
+      }),
     serviceAccounts: serviceAccountStore,
     passwords,
     tokens,

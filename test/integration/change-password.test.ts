@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { refusingAuditEvents } from "../support/database.js";
 import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -47,6 +48,17 @@ describe("changing one's own password", () => {
       "SELECT outcome FROM audit_events WHERE action = 'password_change'",
     );
     expect(rows.map((r) => r.outcome)).toEqual(["failure"]);
+  });
+
+  it("changes nothing, and revokes no session, when its audit event cannot be written", async () => {
+    const other = (await login(oldPassword)).body.token as string;
+    const mine = (await login(oldPassword)).body.token as string;
+    const res = await refusingAuditEvents(server.core.db, "password\\_change", () =>
+      change(mine, oldPassword, newPassword),
+    );
+    expect([res.status, res.reason]).toEqual([503, "AUDIT_UNAVAILABLE"]);
+    expect((await validate(other)).body.valid).toBe(true);
+    expect((await login(oldPassword)).status).toBe(200);
   });
 
   it("changes it, revokes the other sessions and keeps the calling one", async () => {

@@ -177,6 +177,14 @@ async function setup(
       disable: async () => undefined,
       reset: async () => false,
     },
+    // One transaction in the module (src/identity/module.ts; test/integration/change-password);
+    // here the stores in memory.
+    commitPasswordChange: async ({ userId, passwordHash, keepSessionId, eventFor }) => {
+      await users.setPasswordHash(userId, passwordHash);
+      const revoked = await sessions.revokeAll(userId, "password_change", keepSessionId);
+      await audit.write(eventFor(revoked.length));
+      return revoked;
+    },
     refreshTtlSeconds: 3600,
     live,
   });
