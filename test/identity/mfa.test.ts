@@ -1,14 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { generateSync } from "otplib";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type AuditWriter, createAuditWriter } from "../../src/audit/index.js";
+import { beforeEach, describe, expect, it } from "vitest";
 import { createSecretBox, parseDataKeys } from "../../src/crypto/secret-box.js";
-import { DomainError } from "../../src/errors.js";
 import { createMfa, type MfaDeps } from "../../src/identity/mfa.js";
 import { createUserStore } from "../../src/identity/user-store.js";
-import { silentLogger } from "../../src/log.js";
-import type { Database } from "../../src/storage/index.js";
-import { databaseTargets, openTestDatabase } from "../support/database.js";
+import { databaseTargets, useAuditedDatabase } from "../support/database.js";
+import { rejection } from "../support/errors.js";
 
 /**
  * MFA activation's domain on a real database (PGlite, and PostgreSQL with TEST_DATABASE_URL):
@@ -19,52 +16,32 @@ import { databaseTargets, openTestDatabase } from "../support/database.js";
 const meta = { requestId: "req-mfa" };
 const box = createSecretBox(parseDataKeys(Buffer.alloc(32, 3).toString("base64")));
 
-async function rejection(promise: Promise<unknown>): Promise<DomainError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof DomainError) return err;
-    throw err;
-  }
-  throw new Error("expected a DomainError");
-}
-
 describe.each(databaseTargets())("MFA activation (domain) on $name", (target) => {
   const now = Date.now();
   const code = (secret: string) => generateSync({ secret, epoch: Math.floor(now / 1000) });
-  let db: Database;
-  let writer: AuditWriter;
-
-  beforeAll(async () => {
-    db = await openTestDatabase(target);
-    writer = createAuditWriter({ db, log: silentLogger });
-  });
-  afterAll(async () => {
-    await writer?.close();
-    await db?.close();
-  });
+  const opened = useAuditedDatabase(target);
   beforeEach(async () => {
-    await db.query("DELETE FROM users");
+    await opened.db.query("DELETE FROM users");
   });
 
   const mfaOn = (handle: MfaDeps["db"]) =>
-    createMfa({ db: handle, box, clock: { now: () => now }, audit: writer, issuer: "Test" });
+    createMfa({ db: handle, box, clock: { now: () => now }, audit: opened.writer, issuer: "Test" });
 
   /** A user with a pending enrolment: who they are and the secret to make codes from. */
   async function enrolled() {
-    const user = await createUserStore(db).create({
+    const user = await createUserStore(opened.db).create({
       username: `user-${crypto.randomUUID().slice(0, 8)}`,
       email: "",
       passwordHash: "x",
       roles: [],
     });
     const caller = { userId: user.id, username: user.username };
-    const { secret } = await mfaOn(db).enroll(caller, meta);
+    const { secret } = await mfaOn(opened.db).enroll(caller, meta);
     return { caller, secret };
   }
 
   async function stateOf(userId: string) {
-    const { rows } = await db.query<{
+    const { rows } = await opened.db.query<{
       mfa_enabled: boolean;
       mfa_secret: string | null;
       activations: number;
@@ -82,7 +59,7 @@ describe.each(databaseTargets())("MFA activation (domain) on $name", (target) =>
 
   it("turns MFA on once when two activations with the same code race", async () => {
     const { caller, secret } = await enrolled();
-    const mfa = mfaOn(db);
+    const mfa = mfaOn(opened.db);
     const results = await Promise.allSettled([
       mfa.activate(caller, code(secret), meta),
       mfa.activate(caller, code(secret), meta),
@@ -104,14 +81,14 @@ describe.each(databaseTargets())("MFA activation (domain) on $name", (target) =>
     const { caller, secret } = await enrolled();
     // The reset commits just before the activation's transaction begins (after its read).
     let reset: (() => Promise<unknown>) | undefined = () =>
-      db.transaction((tx) => mfaOn(db).reset(tx, caller.userId));
+      opened.db.transaction((tx) => mfaOn(opened.db).reset(tx, caller.userId));
     const mfa = mfaOn({
-      query: (sql, params) => db.query(sql, params),
+      query: (sql, params) => opened.db.query(sql, params),
       async transaction(fn) {
         const before = reset;
         reset = undefined;
         await before?.();
-        return db.transaction(fn);
+        return opened.db.transaction(fn);
       },
     });
     const err = await rejection(mfa.activate(caller, code(secret), meta));
@@ -134,14 +111,14 @@ describe.each(databaseTargets())("MFA activation (domain) on $name", (target) =>
     let read = () => {};
     const activation = new Promise<void>((resolve) => {
       read = resolve;
-    }).then(() => mfaOn(db).activate(caller, code(secret), meta));
+    }).then(() => mfaOn(opened.db).activate(caller, code(secret), meta));
     const activated = activation.then(
       () => true,
       () => false,
     );
     let waited = false;
-    const wasEnabled = await db.transaction((tx) =>
-      mfaOn(db).reset(
+    const wasEnabled = await opened.db.transaction((tx) =>
+      mfaOn(opened.db).reset(
         {
           async query<R>(sql: string, params?: readonly unknown[]) {
             const result = await tx.query<R>(sql, params);

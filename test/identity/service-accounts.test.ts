@@ -1,15 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import {
-  type AuditEventInput,
-  type AuditWriter,
-  createAuditWriter,
-} from "../../src/audit/index.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import type { AuditEventInput } from "../../src/audit/index.js";
 import { createServiceAccounts } from "../../src/identity/service-accounts.js";
 import { createLoginThrottle } from "../../src/identity/throttle.js";
 import { silentLogger } from "../../src/log.js";
-import type { Database, Executor } from "../../src/storage/index.js";
-import { databaseTargets, openTestDatabase } from "../support/database.js";
+import type { Executor } from "../../src/storage/index.js";
+import { databaseTargets, useAuditedDatabase } from "../support/database.js";
 
 /**
  * Service account administration's domain on a real database (PGlite, and PostgreSQL with
@@ -23,19 +19,9 @@ const actor = { userId: "", kind: "system" as const };
 const clock = { now: () => Date.now() };
 
 describe.each(databaseTargets())("service account administration (domain) on $name", (target) => {
-  let db: Database;
-  let writer: AuditWriter;
-
-  beforeAll(async () => {
-    db = await openTestDatabase(target);
-    writer = createAuditWriter({ db, log: silentLogger });
-  });
-  afterAll(async () => {
-    await writer?.close();
-    await db?.close();
-  });
+  const opened = useAuditedDatabase(target);
   beforeEach(async () => {
-    await db.query("DELETE FROM service_accounts");
+    await opened.db.query("DELETE FROM service_accounts");
   });
 
   /**
@@ -54,16 +40,16 @@ describe.each(databaseTargets())("service account administration (domain) on $na
     });
     const accounts = createServiceAccounts({
       db: {
-        query: (sql, params) => db.query(sql, params),
-        transaction: (fn) => db.transaction((tx) => fn(slowed(tx))),
+        query: (sql, params) => opened.db.query(sql, params),
+        transaction: (fn) => opened.db.transaction((tx) => fn(slowed(tx))),
       },
       tokens: { issue: () => Promise.reject(new Error("not in these tests")) },
       clock,
       throttle: createLoginThrottle(clock),
       audit: {
-        write: (event) => writer.write(event),
+        write: (event) => opened.writer.write(event),
         async writeIn(tx, event) {
-          const appended = await writer.writeIn(tx, event);
+          const appended = await opened.writer.writeIn(tx, event);
           events.push(event);
           return appended;
         },

@@ -1,16 +1,11 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import {
-  type AuditEventInput,
-  type AuditWriter,
-  createAuditWriter,
-} from "../../src/audit/index.js";
+import { beforeEach, describe, expect, it } from "vitest";
+import type { AuditEventInput } from "../../src/audit/index.js";
 import { DomainError } from "../../src/errors.js";
 import { createSessionRevoker, createSessionStore } from "../../src/identity/session-store.js";
 import { createUserAdmin } from "../../src/identity/user-admin.js";
 import { createUserStore } from "../../src/identity/user-store.js";
-import { silentLogger } from "../../src/log.js";
-import type { Database } from "../../src/storage/index.js";
-import { databaseTargets, openTestDatabase } from "../support/database.js";
+import { databaseTargets, useAuditedDatabase } from "../support/database.js";
+import { rejection } from "../support/errors.js";
 
 /**
  * User administration's domain on a real database (PGlite, and PostgreSQL with
@@ -22,31 +17,11 @@ import { databaseTargets, openTestDatabase } from "../support/database.js";
 const meta = { requestId: "req-1" };
 const strong = "walnut lantern drizzle";
 
-async function rejection(promise: Promise<unknown>): Promise<DomainError> {
-  try {
-    await promise;
-  } catch (err) {
-    if (err instanceof DomainError) return err;
-    throw err;
-  }
-  throw new Error("expected a DomainError");
-}
-
 describe.each(databaseTargets())("user administration (domain) on $name", (target) => {
-  let db: Database;
-  let writer: AuditWriter;
-
-  beforeAll(async () => {
-    db = await openTestDatabase(target);
-    writer = createAuditWriter({ db, log: silentLogger });
-  });
-  afterAll(async () => {
-    await writer?.close();
-    await db?.close();
-  });
+  const opened = useAuditedDatabase(target);
   // Each case starts without users (their sessions and MFA codes go with them).
   beforeEach(async () => {
-    await db.query("DELETE FROM users");
+    await opened.db.query("DELETE FROM users");
   });
 
   function setup() {
@@ -54,11 +29,11 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
     const forgotten: string[] = [];
     const revoked: string[] = [];
     const admin = createUserAdmin({
-      db,
+      db: opened.db,
       passwords: { hash: async (p) => `hashed:${p}` },
       audit: {
         async writeIn(tx, event) {
-          const appended = await writer.writeIn(tx, event);
+          const appended = await opened.writer.writeIn(tx, event);
           events.push(event);
           return appended;
         },
@@ -75,7 +50,7 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
 
   async function withAdmin() {
     const s = setup();
-    const root = await createUserStore(db).create({
+    const root = await createUserStore(opened.db).create({
       username: "root",
       email: "",
       passwordHash: "x",
@@ -85,11 +60,11 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
   }
 
   async function passwordHashOf(id: string): Promise<string | undefined> {
-    return (await createUserStore(db).findById(id))?.passwordHash;
+    return (await createUserStore(opened.db).findById(id))?.passwordHash;
   }
 
   async function userCount(): Promise<number> {
-    return createUserStore(db).count();
+    return createUserStore(opened.db).count();
   }
 
   it("revokes a user's sessions when deactivating them or setting their password, not on reactivation", async () => {
@@ -306,14 +281,14 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
   });
 
   it("lets an audit failure fail the call and apply nothing (fail closed)", async () => {
-    const root = await createUserStore(db).create({
+    const root = await createUserStore(opened.db).create({
       username: "root",
       email: "",
       passwordHash: "x",
       roles: [],
     });
     const admin = createUserAdmin({
-      db,
+      db: opened.db,
       passwords: { hash: async (p) => p },
       audit: {
         writeIn: () =>
@@ -343,10 +318,10 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
       password: strong,
       roles: ["viewer"],
     });
-    const session = await createSessionStore(db).create(u.id, 3600);
+    const session = await createSessionStore(opened.db).create(u.id, 3600);
     const forgotten: string[] = [];
     const failing = createUserAdmin({
-      db,
+      db: opened.db,
       passwords: { hash: async (p) => p },
       audit: {
         writeIn: () =>
@@ -358,20 +333,20 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
     });
     const err = await rejection(failing.updateUser(actor, meta, { userId: u.id, isActive: false }));
     expect(err.reason).toBe("AUDIT_UNAVAILABLE");
-    expect((await createUserStore(db).findById(u.id))?.isActive).toBe(true);
-    expect((await createSessionStore(db).find(session.sessionId))?.revoked).toBe(false);
+    expect((await createUserStore(opened.db).findById(u.id))?.isActive).toBe(true);
+    expect((await createSessionStore(opened.db).find(session.sessionId))?.revoked).toBe(false);
     expect(forgotten).toEqual([]);
     // With the event written, the same change applies and names the revoked session.
     const ok = createUserAdmin({
-      db,
+      db: opened.db,
       passwords: { hash: async (p) => p },
-      audit: writer,
+      audit: opened.writer,
       forget: (id, sessionIds) => forgotten.push(id, ...sessionIds),
       revokeSessions: (tx, id, reason) => createSessionRevoker(tx).revokeAll(id, reason),
       resetMfa: async () => false,
     });
     await ok.updateUser(actor, meta, { userId: u.id, isActive: false });
-    expect((await createSessionStore(db).find(session.sessionId))?.revoked).toBe(true);
+    expect((await createSessionStore(opened.db).find(session.sessionId))?.revoked).toBe(true);
     expect(forgotten).toEqual([u.id, session.sessionId]);
   });
 });

@@ -1,5 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { PGlite } from "@electric-sql/pglite";
+import { afterAll, beforeAll } from "vitest";
+import { type AuditWriter, createAuditWriter } from "../../src/audit/index.js";
 import { silentLogger } from "../../src/log.js";
 import { type Database, migrate, openDatabase } from "../../src/storage/index.js";
 import { openPglite } from "../../src/storage/pglite.js";
@@ -141,4 +143,21 @@ export async function refusingAuditEvents<T>(
       DROP TRIGGER test_refuse_events ON audit_events;
       DROP FUNCTION test_refuse_events();`);
   }
+}
+
+/**
+ * For a describe block: a migrated database of `target` and an audit writer on it, opened
+ * before its tests and closed after them (read `db` and `writer` inside the tests).
+ */
+export function useAuditedDatabase(target: DatabaseTarget): { db: Database; writer: AuditWriter } {
+  const opened = {} as { db: Database; writer: AuditWriter };
+  beforeAll(async () => {
+    opened.db = await openTestDatabase(target);
+    opened.writer = createAuditWriter({ db: opened.db, log: silentLogger });
+  });
+  afterAll(async () => {
+    await opened.writer?.close();
+    await opened.db?.close();
+  });
+  return opened;
 }
