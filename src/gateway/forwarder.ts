@@ -42,6 +42,8 @@ export function createForwarder(options: {
   });
   return {
     forward(req) {
+      // A caller that already left costs no request (and no socket).
+      if (req.signal?.aborted) return Promise.resolve({ kind: "aborted" });
       return new Promise<ForwardResult>((resolve) => {
         let settled = false;
         const settle = (result: ForwardResult) => {
@@ -64,6 +66,11 @@ export function createForwarder(options: {
             accept: "application/json",
           },
         });
+        // The error listener comes first: destroying a request emits `error`, and an
+        // `error` event without a listener would stop the process.
+        outgoing.on("error", (err: NodeJS.ErrnoException) =>
+          settle({ kind: "unreachable", cause: err.code ?? err.message }),
+        );
         const timer = setTimeout(() => {
           settle({ kind: "timeout" });
           outgoing.destroy();
@@ -72,11 +79,7 @@ export function createForwarder(options: {
           settle({ kind: "aborted" });
           outgoing.destroy();
         };
-        if (req.signal?.aborted) return onAbort();
         req.signal?.addEventListener("abort", onAbort, { once: true });
-        outgoing.on("error", (err: NodeJS.ErrnoException) =>
-          settle({ kind: "unreachable", cause: err.code ?? err.message }),
-        );
         outgoing.on("response", (res) => {
           const chunks: Buffer[] = [];
           let size = 0;
