@@ -152,6 +152,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: () => policyArea.current(),
       settings: settingsArea.live,
     });
+    const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });
     const { listener } = createApp({
       modules: [
         identityModule,
@@ -177,7 +178,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       // Plugin credentials (Bearer tgp_…) authenticate gateway callers; tokens everything else.
       authenticator: gateway.authenticator(identity),
       apiKeys: apiKeysArea.verifier,
-      onRefused: auditRefusedCalls(audit),
+      onRefused: refusedCalls,
       health: {
         check: () =>
           db.ping(1000).then(
@@ -213,6 +214,8 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: policyArea,
       async close() {
         await server.close();
+        // Queues the counts of sampled-out refusals; audit.close() commits them.
+        void refusedCalls.close();
         gateway.close();
         await settingsArea.live.close();
         await policyArea.close();

@@ -25,9 +25,17 @@ export {
 } from "./query.js";
 export { AuditService, createAuditQueryModule } from "./query-service.js";
 export {
-  auditRefusedCalls,
   createRefusalSampler,
   type RefusalSampler,
+  type RefusalSamplerOptions,
+  type RefusalSummary,
+} from "./refusal-sampler.js";
+export {
+  auditRefusedCalls,
+  type RefusedCallsAudit,
+  singleTarget,
+  summaryDetails,
+  summaryFailed,
 } from "./refused-calls.js";
 export { type AppendedEvent, auditChainLockKey } from "./store.js";
 export {
