@@ -3,6 +3,7 @@ import { createApiKeysModule } from "./apikeys/module.js";
 import {
   type AuditWriter,
   auditRefusedCalls,
+  createAuditCheckpoints,
   createAuditQueryModule,
   createAuditWriter,
 } from "./audit/index.js";
@@ -198,6 +199,12 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       { url: server.url, tls: config.tls !== undefined, db: db.kind },
       "traitgate listening",
     );
+    const checkpoints = createAuditCheckpoints({
+      db,
+      log: log.child({ area: "audit" }),
+      key: config.auditCheckpoints.keys.signing,
+      intervalMs: config.auditCheckpoints.intervalSeconds * 1000,
+    });
     return {
       server,
       db,
@@ -220,6 +227,8 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         await settingsArea.live.close();
         await policyArea.close();
         await audit.close();
+        // Signs the head once every event is committed (a log pipeline keeps the line).
+        await checkpoints.close();
         if (!options.db) await db.close();
       },
     };

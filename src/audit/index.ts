@@ -1,5 +1,36 @@
 export { canonicalEvent, canonicalJson, chainHash, eventHash, genesisHash } from "./canonical.js";
-export { type AuditVerifyCommandOptions, runAuditVerifyCommand } from "./command.js";
+export {
+  type Checkpoint,
+  checkpointAction,
+  checkpointJson,
+  checkSignature,
+  parseCheckpoint,
+  signCheckpoint,
+} from "./checkpoint.js";
+export {
+  type CheckpointReport,
+  createCheckpointCheck,
+  type ExpectedHead,
+} from "./checkpoint-check.js";
+export {
+  type CheckpointKeys,
+  type CheckpointPublicKey,
+  type CheckpointSigningKey,
+  checkpointKeyId,
+  checkpointKeysFrom,
+  ensureDemoCheckpointKey,
+} from "./checkpoint-keys.js";
+export {
+  type AuditCheckpoints,
+  type CheckpointTrigger,
+  createAuditCheckpoints,
+} from "./checkpointer.js";
+export {
+  type AuditVerifyArgs,
+  type AuditVerifyCommandOptions,
+  parseAuditVerifyArgs,
+  runAuditVerifyCommand,
+} from "./command.js";
 export { isSensitiveKey, type JsonObject, type JsonValue, redacted } from "./details.js";
 export {
   type ActorType,
