@@ -47,7 +47,10 @@ describe.each(databaseTargets())("audit checkpoints on $name", (target) => {
       expect(lines).toHaveLength(1);
       const line = lines[0] ?? "";
       expect(line).not.toContain("PRIVATE KEY");
-      const logged = JSON.parse(line) as { level: string; checkpoint: { seq: string } };
+      const logged = JSON.parse(line) as {
+        level: string;
+        checkpoint: { seq: string; hash: string };
+      };
       expect(logged.level).toBe("info");
       const trusted = server.config.auditCheckpoints.keys.trusted;
 
@@ -75,7 +78,7 @@ describe.each(databaseTargets())("audit checkpoints on $name", (target) => {
       const cut = await verify(["--expect-checkpoint", line]);
       expect(cut.code).toBe(1);
       expect(cut.out).toContain(`TRUNCATED: expected head seq ${logged.checkpoint.seq}`);
-      const head = `${logged.checkpoint.seq}:${(logged.checkpoint as { hash?: string }).hash}`;
+      const head = `${logged.checkpoint.seq}:${logged.checkpoint.hash}`;
       expect((await verify(["--expect-head", head])).code).toBe(1);
     } finally {
       await db.close();
