@@ -9,7 +9,9 @@ import { createApiKeysModule } from "./apikeys/module.js";
 import {
   type AuditWriter,
   createAuditWriter,
+  ensureDemoCheckpointKey,
   parseAuditExportArgs,
+  parseAuditVerifyArgs,
   runAuditExport,
   runAuditVerifyCommand,
 } from "./audit/index.js";
@@ -35,8 +37,10 @@ Commands:
   service-accounts create --name NAME [--description TEXT] [--role ROLE ...]
                              Create a service account (client credentials for POST
                              /auth/token); prints its client secret once.
-  audit verify               Check the audit log's hash chain; exit 1 naming the first broken
-                             event. (With the embedded database, stop the server first.)
+  audit verify [--expect-head SEQ:HASH] [--expect-checkpoint JSON]
+                             Check the audit log's hash chain and signed checkpoints, and that
+                             it still holds heads kept elsewhere; exit 1 naming the first broken
+                             event or the cut. (With the embedded database, stop the server first.)
   audit export [--since T] [--until T] [--action A] [--actor-id ID] [--actor-type T] [--outcome O]
                              Write the matching audit events as JSON lines to stdout, oldest
                              first. (With the embedded database, stop the server first.)
@@ -60,7 +64,9 @@ Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT
 JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
 TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, SERVICE_TOKEN_TTL_SECONDS, MFA_REQUIRED,
 TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
-MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS. See README.md.`;
+MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
+AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
+AUDIT_CHECKPOINT_INTERVAL_SECONDS. See README.md.`;
 
 function fail(message: string): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -117,8 +123,10 @@ function ensureDemoDataKey(): string | undefined {
 
 async function demo(): Promise<void> {
   const keyNote = ensureDemoDataKey();
+  const checkpointKeyNote = ensureDemoCheckpointKey(process.env);
   const { config, generated } = configOrExit(true);
   if (keyNote) generated.push(keyNote);
+  if (checkpointKeyNote) generated.push(checkpointKeyNote);
   const log = createLogger({ level: config.logLevel });
   const core = await startCore({ config, log });
   let retrievalPlugin: { close(): Promise<void> } | undefined;
@@ -313,8 +321,21 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
   });
 }
 
-async function auditVerify(): Promise<void> {
-  process.exit(await withDatabase(({ db }) => runAuditVerifyCommand(db, process.stdout)));
+async function auditVerify(args: string[]): Promise<void> {
+  let parsed: ReturnType<typeof parseAuditVerifyArgs>;
+  try {
+    parsed = parseAuditVerifyArgs(args);
+  } catch (err) {
+    fail(err instanceof Error ? err.message : String(err));
+  }
+  process.exit(
+    await withDatabase(({ db, config }) =>
+      runAuditVerifyCommand(db, process.stdout, {
+        ...parsed,
+        trustedKeys: config.auditCheckpoints.keys.trusted,
+      }),
+    ),
+  );
 }
 
 async function keysRotate(): Promise<void> {
@@ -364,7 +385,7 @@ async function main(argv: string[]): Promise<void> {
     case "demo":
       return demo();
     case "audit":
-      if (sub === "verify") return auditVerify();
+      if (sub === "verify") return auditVerify(rest);
       if (sub === "export") return auditExport(rest);
       return fail(`unknown audit command "${sub ?? ""}"\n\n${usage}`);
     case "policy": {

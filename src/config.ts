@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import { type CheckpointKeys, checkpointKeysFrom } from "./audit/checkpoint-keys.js";
 import { type DataKeys, parseDataKeys } from "./crypto/secret-box.js";
 import type { LogLevel } from "./log.js";
 
@@ -50,6 +51,13 @@ export interface Config {
     defaultTimeoutMs: number;
     /** GATEWAY_MAX_TIMEOUT_MS: the longest deadline a caller may ask for. */
     maxTimeoutMs: number;
+  };
+  /** Signed checkpoints of the audit log (docs/audit.md, "Checkpoints"). */
+  auditCheckpoints: {
+    /** AUDIT_CHECKPOINT_KEY, _KEY_PREVIOUS, _PUBLIC_KEYS. */
+    keys: CheckpointKeys;
+    /** AUDIT_CHECKPOINT_INTERVAL_SECONDS: between checkpoints (0: on shutdown only). */
+    intervalSeconds: number;
   };
 }
 
@@ -237,6 +245,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
         .filter((h) => h !== ""),
       defaultTimeoutMs: intVar(env, "GATEWAY_TIMEOUT_MS", 10_000, 10, 600_000, problems),
       maxTimeoutMs: intVar(env, "GATEWAY_MAX_TIMEOUT_MS", 60_000, 10, 600_000, problems),
+    },
+    auditCheckpoints: {
+      keys: checkpointKeysFrom(env, problems),
+      intervalSeconds: intVar(env, "AUDIT_CHECKPOINT_INTERVAL_SECONDS", 60, 0, 86_400, problems),
     },
   };
   if (problems.length > 0 || dataKeys === undefined) throw new ConfigError(problems);

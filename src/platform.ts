@@ -3,6 +3,7 @@ import { createApiKeysModule } from "./apikeys/module.js";
 import {
   type AuditWriter,
   auditRefusedCalls,
+  createAuditCheckpoints,
   createAuditQueryModule,
   createAuditWriter,
 } from "./audit/index.js";
@@ -152,6 +153,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: () => policyArea.current(),
       settings: settingsArea.live,
     });
+    const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });
     const { listener } = createApp({
       modules: [
         identityModule,
@@ -177,7 +179,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       // Plugin credentials (Bearer tgp_…) authenticate gateway callers; tokens everything else.
       authenticator: gateway.authenticator(identity),
       apiKeys: apiKeysArea.verifier,
-      onRefused: auditRefusedCalls(audit),
+      onRefused: refusedCalls,
       health: {
         check: () =>
           db.ping(1000).then(
@@ -197,6 +199,12 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       { url: server.url, tls: config.tls !== undefined, db: db.kind },
       "traitgate listening",
     );
+    const checkpoints = createAuditCheckpoints({
+      db,
+      log: log.child({ area: "audit" }),
+      key: config.auditCheckpoints.keys.signing,
+      intervalMs: config.auditCheckpoints.intervalSeconds * 1000,
+    });
     return {
       server,
       db,
@@ -213,10 +221,14 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: policyArea,
       async close() {
         await server.close();
+        // Queues the counts of sampled-out refusals; audit.close() commits them.
+        void refusedCalls.close();
         gateway.close();
         await settingsArea.live.close();
         await policyArea.close();
         await audit.close();
+        // Signs the head once every event is committed (a log pipeline keeps the line).
+        await checkpoints.close();
         if (!options.db) await db.close();
       },
     };

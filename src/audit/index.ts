@@ -1,5 +1,36 @@
 export { canonicalEvent, canonicalJson, chainHash, eventHash, genesisHash } from "./canonical.js";
-export { type AuditVerifyCommandOptions, runAuditVerifyCommand } from "./command.js";
+export {
+  type Checkpoint,
+  checkpointAction,
+  checkpointJson,
+  checkSignature,
+  parseCheckpoint,
+  signCheckpoint,
+} from "./checkpoint.js";
+export {
+  type CheckpointReport,
+  createCheckpointCheck,
+  type ExpectedHead,
+} from "./checkpoint-check.js";
+export {
+  type CheckpointKeys,
+  type CheckpointPublicKey,
+  type CheckpointSigningKey,
+  checkpointKeyId,
+  checkpointKeysFrom,
+  ensureDemoCheckpointKey,
+} from "./checkpoint-keys.js";
+export {
+  type AuditCheckpoints,
+  type CheckpointTrigger,
+  createAuditCheckpoints,
+} from "./checkpointer.js";
+export {
+  type AuditVerifyArgs,
+  type AuditVerifyCommandOptions,
+  parseAuditVerifyArgs,
+  runAuditVerifyCommand,
+} from "./command.js";
 export { isSensitiveKey, type JsonObject, type JsonValue, redacted } from "./details.js";
 export {
   type ActorType,
@@ -25,9 +56,17 @@ export {
 } from "./query.js";
 export { AuditService, createAuditQueryModule } from "./query-service.js";
 export {
-  auditRefusedCalls,
   createRefusalSampler,
   type RefusalSampler,
+  type RefusalSamplerOptions,
+  type RefusalSummary,
+} from "./refusal-sampler.js";
+export {
+  auditRefusedCalls,
+  type RefusedCallsAudit,
+  singleTarget,
+  summaryDetails,
+  summaryFailed,
 } from "./refused-calls.js";
 export { type AppendedEvent, auditChainLockKey } from "./store.js";
 export {

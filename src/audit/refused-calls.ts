@@ -1,5 +1,17 @@
+import type { Logger } from "../log.js";
 import type { RefusedCall } from "../server/interceptors.js";
+import {
+  createRefusalSampler,
+  type RefusalSamplerOptions,
+  type RefusalSummary,
+} from "./refusal-sampler.js";
 import type { AuditWriter } from "./writer.js";
+
+/** The refused-call hook, and `close` to write what the sampling still holds (shutdown). */
+export interface RefusedCallsAudit {
+  (call: RefusedCall): Promise<void>;
+  close(): Promise<void>;
+}
 
 /**
  * Which refused calls the audit log keeps, and how: every refusal of a method that needs a
@@ -8,76 +20,87 @@ import type { AuditWriter } from "./writer.js";
  * signed-in user may call (an expired token on logout, say) is routine and is only logged by
  * the access line.
  *
- * Anonymous refusals (no valid token) are sampled per client address, so that a flood from
- * one address cannot grow the append-only log without bound: at most `perWindow` events
- * per address per window, the next one recording how many were left out. Refusals of a
- * known caller are always recorded.
+ * Every `access_denied` event says in `details.count` how many refused calls it stands for.
+ * Refusals of a known caller are always recorded, one event each (count 1). Anonymous
+ * refusals (no valid token) are sampled per client address (src/audit/refusal-sampler.ts):
+ * at most `perWindow` events of their own per address and window, and one more, at the end
+ * of the window or on `close`, counting the rest.
  *
- * The event is committed before the refusal is answered; if it cannot be, the caller gets
- * the audit writer's `unavailable` error instead.
+ * The event of a recorded refusal is committed before the refusal is answered; if it cannot
+ * be, the caller gets the audit writer's `unavailable` error instead.
  */
 export function auditRefusedCalls(
   audit: Pick<AuditWriter, "write">,
-  sampler: RefusalSampler = createRefusalSampler(),
-): (call: RefusedCall) => Promise<void> {
-  return async (call) => {
+  options: {
+    log?: Logger;
+    sampling?: Omit<RefusalSamplerOptions, "summarize" | "onError">;
+  } = {},
+): RefusedCallsAudit {
+  const sampler = createRefusalSampler({
+    ...options.sampling,
+    summarize: (summary) =>
+      audit.write({
+        actorType: "anonymous",
+        action: "access_denied",
+        target: singleTarget(summary),
+        outcome: "denied",
+        details: summaryDetails(summary),
+      }),
+    onError: summaryFailed(options.log, "access_denied"),
+  });
+  const hook = async (call: RefusedCall) => {
     const guarded = call.rule.roles.length > 0 || (call.rule.apiKeyScopes?.length ?? 0) > 0;
     if (!guarded && call.error.kind !== "permission_denied") return;
-    const sample = call.caller ? { record: true, suppressed: 0 } : sampler(call.clientAddress);
-    if (!sample.record) return;
+    const target = `rpc:${call.rpc}`;
+    if (!call.caller && !sampler.take(call.clientAddress, target)) return;
     await audit.write({
       actorType: call.caller ? call.caller.kind : "anonymous",
       actorId: call.caller?.userId ?? null,
       action: "access_denied",
-      target: `rpc:${call.rpc}`,
+      target,
       outcome: "denied",
       requestId: call.requestId,
       details: {
         reason: call.error.reason,
         client_address: call.clientAddress,
+        count: 1,
         ...(call.apiKeyId ? { api_key_id: call.apiKeyId } : {}),
-        ...(sample.suppressed > 0 ? { suppressed_before: sample.suppressed } : {}),
       },
     });
   };
+  return Object.assign(hook, { close: () => sampler.close() });
 }
 
-/** Should an anonymous refusal from this address be recorded, and how many were not since? */
-export type RefusalSampler = (address: string) => { record: boolean; suppressed: number };
+/** The target of a summary: the one target its refusals had, else null (see `targets`). */
+export function singleTarget(summary: RefusalSummary): string | null {
+  const targets = Object.keys(summary.targets);
+  return targets.length === 1 && targets[0] !== "other" ? (targets[0] ?? null) : null;
+}
 
-export function createRefusalSampler(
-  options: {
-    perWindow?: number;
-    windowMs?: number;
-    maxAddresses?: number;
-    clock?: { now(): number };
-  } = {},
-): RefusalSampler {
-  const perWindow = options.perWindow ?? 20;
-  const windowMs = options.windowMs ?? 60_000;
-  const maxAddresses = options.maxAddresses ?? 10_000;
-  const clock = options.clock ?? { now: () => Date.now() };
-  const seen = new Map<string, { start: number; recorded: number; suppressed: number }>();
-  return (address) => {
-    const now = clock.now();
-    let entry = seen.get(address);
-    if (entry === undefined || now - entry.start >= windowMs) {
-      const suppressed = entry?.suppressed ?? 0;
-      if (entry === undefined && seen.size >= maxAddresses) {
-        const oldest = seen.keys().next().value;
-        if (oldest !== undefined) seen.delete(oldest);
-      }
-      entry = { start: now, recorded: 0, suppressed };
-      seen.delete(address);
-      seen.set(address, entry);
-    }
-    if (entry.recorded >= perWindow) {
-      entry.suppressed++;
-      return { record: false, suppressed: 0 };
-    }
-    entry.recorded++;
-    const suppressed = entry.suppressed;
-    entry.suppressed = 0;
-    return { record: true, suppressed };
+/** The details of a summary event (docs/audit.md, "Refused calls"). */
+export function summaryDetails(summary: RefusalSummary): Record<string, unknown> {
+  return {
+    client_address: summary.address,
+    count: summary.count,
+    sampled_out: true,
+    targets: summary.targets,
+    first_at: summary.firstAt,
+    last_at: summary.lastAt,
   };
+}
+
+/** Logs a summary that could not be written: its count, never more. */
+export function summaryFailed(
+  log: Logger | undefined,
+  action: string,
+): (err: unknown, summary: RefusalSummary) => void {
+  return (err, summary) =>
+    log?.error(
+      {
+        action,
+        count: summary.count,
+        error: err instanceof Error ? err.message : String(err),
+      },
+      "the count of sampled-out refusals could not be written to the audit log",
+    );
 }

@@ -121,3 +121,14 @@ export async function readEventsAfter(
     hash: row.hash,
   }));
 }
+
+/** The newest event's seq, hash and action; undefined when the log is empty. */
+export async function readHead(
+  db: Queryable,
+): Promise<{ seq: string; hash: string; action: string } | undefined> {
+  const { rows } = await db.query<{ seq: string; hash: string; action: string }>(
+    // audit_events.seq: a bare "seq" would order by the text alias.
+    "SELECT seq::text AS seq, hash, action FROM audit_events ORDER BY audit_events.seq DESC LIMIT 1",
+  );
+  return rows[0];
+}

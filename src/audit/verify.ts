@@ -1,6 +1,6 @@
 import type { Queryable } from "../storage/index.js";
 import { eventHash, genesisHash } from "./canonical.js";
-import { beforeFirstSeq, readEventsAfter } from "./store.js";
+import { beforeFirstSeq, readEventsAfter, type StoredEvent } from "./store.js";
 
 export type BrokenReason = "hash_mismatch" | "prev_hash_mismatch";
 
@@ -32,6 +32,11 @@ export interface VerifyOptions {
   onProgress?: (checked: number) => void;
   /** Events read per query (default 1000). */
   pageSize?: number;
+  /**
+   * Called with each event once it verified, in chain order, with the event before it
+   * (null for the first): checkpoints and expected heads are checked this way (command.ts).
+   */
+  onEvent?: (event: StoredEvent, previous: { seq: string; hash: string } | null) => void;
 }
 
 /**
@@ -74,6 +79,7 @@ export async function verifyAuditChain(
           "hash does not match the event's contents: the event or its hash was changed",
         );
       }
+      options.onEvent?.(event, head);
       expectedPrev = event.hash;
       head = { seq: event.seq, hash: event.hash };
       count++;

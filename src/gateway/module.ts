@@ -1,5 +1,12 @@
 import type { CallRequest } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
-import { type AuditWriter, auditRefusedCalls, createRefusalSampler } from "../audit/index.js";
+import {
+  type AuditWriter,
+  auditRefusedCalls,
+  createRefusalSampler,
+  singleTarget,
+  summaryDetails,
+  summaryFailed,
+} from "../audit/index.js";
 import { createSecretBox, type DataKeys } from "../crypto/secret-box.js";
 import { createStateCache } from "../identity/state-cache.js";
 import type { Clock } from "../identity/tokens.js";
@@ -161,9 +168,20 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     isDeadline: isConnectDeadline,
   });
   const feed = createOperatorCallFeed({ db: deps.db });
-  const refusedAdmin = auditRefusedCalls(deps.audit);
-  // Anonymous refused calls are sampled per address (src/audit/refused-calls.ts).
-  const anonymousCalls = createRefusalSampler();
+  const refusedAdmin = auditRefusedCalls(deps.audit, { log: deps.log });
+  // Anonymous refused calls are sampled per address, and the rest counted in one event at
+  // the end of the window (src/audit/refusal-sampler.ts).
+  const anonymousCalls = createRefusalSampler({
+    summarize: (summary) =>
+      deps.audit.write({
+        actorType: "anonymous",
+        action: "operator_call",
+        target: singleTarget(summary),
+        outcome: "denied",
+        details: { ...summaryDetails(summary), status: 401 },
+      }),
+    onError: summaryFailed(deps.log, "operator_call"),
+  });
   const gatewayService = createGatewayService(gateway, feed);
   return {
     registry,
@@ -184,14 +202,13 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
           if (call.rpc !== `${GatewayService.typeName}/Call`) return refusedAdmin(call);
           // The request was not validated yet (authentication runs first): keep only
           // well-formed names, so an anonymous caller cannot write what it likes.
-          const sample = call.caller
-            ? { record: true, suppressed: 0 }
-            : anonymousCalls(call.clientAddress);
-          if (!sample.record) return;
           const req = (call.message ?? {}) as Partial<CallRequest>;
           const name = (v: unknown, pattern: RegExp) =>
             typeof v === "string" && pattern.test(v) ? v : "<invalid>";
           const pluginId = name(req.pluginId, /^[a-z0-9][a-z0-9-]{0,62}$/);
+          if (!call.caller && !anonymousCalls.take(call.clientAddress, `plugin:${pluginId}`)) {
+            return;
+          }
           await deps.audit.write({
             actorType: call.caller?.kind ?? "anonymous",
             actorId: call.caller?.userId ?? null,
@@ -206,7 +223,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
               reason: call.error.reason,
               latency_ms: 0,
               payload_bytes: 0,
-              ...(sample.suppressed > 0 ? { suppressed_before: sample.suppressed } : {}),
+              count: 1,
             },
           });
         },
@@ -230,6 +247,9 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     }),
     close: () => {
       callAudit.flush();
+      // Queues the pending counts of sampled-out refusals (the writer's close commits them).
+      void refusedAdmin.close();
+      void anonymousCalls.close();
       forwarder.close();
     },
   };
