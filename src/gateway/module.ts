@@ -14,6 +14,7 @@ import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
 import { createForwarder } from "./forwarder.js";
 import { createGateway, type Gateway } from "./gateway.js";
+import { createHostPolicy, type HostResolver, systemResolver } from "./host-policy.js";
 import { createOperatorCallFeed } from "./operator-calls.js";
 import type { PluginRecord } from "./plugin-store.js";
 import { createPluginStore } from "./plugin-store.js";
@@ -50,6 +51,8 @@ export interface GatewayModuleDeps {
   /** Plugin ids must not be service account names (both are allowlist callers). */
   isServiceAccountName: (name: string) => Promise<boolean>;
   clock?: Clock;
+  /** How plugin host names resolve at registration (default: getaddrinfo). */
+  resolveHost?: HostResolver;
 }
 
 export interface GatewayArea {
@@ -125,11 +128,13 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     const removed = await createAllowlistStore(tx).deleteNaming(name);
     return () => allowlist.forget(removed);
   };
+  const resolve = deps.resolveHost ?? systemResolver;
+  const hosts = createHostPolicy({ allowedHosts: deps.config.allowedHosts, resolve });
   const registry = createPluginRegistry({
     db: deps.db,
     box,
     audit: deps.audit,
-    allowedHosts: new Set(deps.config.allowedHosts.map((h) => h.toLowerCase())),
+    hosts,
     checkTrait: engineTraitCheck(deps.policy),
     byId,
     byCredential,
