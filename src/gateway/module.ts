@@ -12,6 +12,7 @@ import type { Database, Queryable } from "../storage/index.js";
 import { createOperatorAllowlist, type OperatorAllowlist } from "./allowlist.js";
 import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
+import { createConnectGuard } from "./connect-guard.js";
 import { createForwarder } from "./forwarder.js";
 import { createGateway, type Gateway } from "./gateway.js";
 import { createHostPolicy, type HostResolver, systemResolver } from "./host-policy.js";
@@ -51,7 +52,7 @@ export interface GatewayModuleDeps {
   /** Plugin ids must not be service account names (both are allowlist callers). */
   isServiceAccountName: (name: string) => Promise<boolean>;
   clock?: Clock;
-  /** How plugin host names resolve at registration (default: getaddrinfo). */
+  /** How plugin host names resolve, at registration and when dialled (default: getaddrinfo). */
   resolveHost?: HostResolver;
 }
 
@@ -145,7 +146,18 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
   });
   // The core's secret for a plugin, opened once per sealed value (i.e. per rotation).
   const opened = new Map<string, { sealed: string; secret: string }>();
-  const forwarder = createForwarder({ maxReplyBytes: deps.config.maxReplyBytes });
+  const forwarder = createForwarder({
+    maxReplyBytes: deps.config.maxReplyBytes,
+    guard: createConnectGuard({
+      policy: hosts,
+      resolve,
+      onRefused: ({ host, address, addressClass }) =>
+        deps.log.warn(
+          { area: "gateway", plugin_host: host, address, address_class: addressClass },
+          "plugin connection refused: the host is or resolves to an address plugins may not be reached at",
+        ),
+    }),
+  });
   // operator_call events go to the writer once per event-loop turn (one transaction per turn).
   const callAudit = writeOncePerTurn(deps.audit);
   const gateway = createGateway({

@@ -1,9 +1,12 @@
+import type { LookupAddress } from "node:dns";
 import { describe, expect, it } from "vitest";
+import { addressRefusedCode, createConnectGuard } from "../../src/gateway/connect-guard.js";
 import { classifyAddress, parseHost } from "../../src/gateway/host-address.js";
 import { createHostPolicy, parseAllowedHosts } from "../../src/gateway/host-policy.js";
 
 /**
- * Hosts as addresses: one canonical spelling, the class of every address, and the allow-list.
+ * Hosts as addresses: one canonical spelling, the class of every address, the allow-list, and
+ * the connect-time lookup that refuses a name resolving to a refused address. No sockets.
  */
 
 describe("parseHost", () => {
@@ -134,5 +137,68 @@ describe("PLUGIN_ALLOWED_HOSTS", () => {
     expect(policy.dialRefusal("rag.internal", "0.0.0.0")).toBe("unspecified");
     expect(policy.dialRefusal("metadata.google.internal", "203.0.113.1")).toBe("metadata");
     expect(policy.dialRefusal("a b", "203.0.113.1")).toBe("invalid_host");
+  });
+});
+
+describe("the connect guard", () => {
+  const policy = createHostPolicy({ allowedHosts: ["rag.internal"] });
+
+  function guardWith(answers: Record<string, string[]>) {
+    const asked: string[] = [];
+    const refusals: unknown[] = [];
+    const guard = createConnectGuard({
+      policy,
+      resolve: async (name) => {
+        asked.push(name);
+        return answers[name] ?? [];
+      },
+      onRefused: (r) => refusals.push(r),
+    });
+    const lookup = (name: string, options: { all?: boolean; family?: number } = {}) =>
+      new Promise<{ err: NodeJS.ErrnoException | null; address: string | LookupAddress[] }>(
+        (resolve) => guard.lookup(name, options, (err, address) => resolve({ err, address })),
+      );
+    return { guard, asked, refusals, lookup };
+  }
+
+  it("fails a name when any address it resolves to is refused, before anything is dialled", async () => {
+    const { lookup, asked, refusals } = guardWith({
+      "evil.example": ["203.0.113.5", "169.254.169.254"],
+    });
+    const { err } = await lookup("evil.example", { all: true });
+    expect(err?.code).toBe(addressRefusedCode);
+    expect(asked).toEqual(["evil.example"]);
+    expect(refusals).toEqual([
+      { host: "evil.example", address: "169.254.169.254", addressClass: "metadata" },
+    ]);
+  });
+
+  it("answers allowed addresses as net asks for them (all, or the first of a family)", async () => {
+    const { lookup } = guardWith({
+      "rag.internal": ["127.0.0.1", "::1"],
+      "public.example": ["203.0.113.5"],
+    });
+    expect(await lookup("rag.internal", { all: true })).toEqual({
+      err: null,
+      address: [
+        { address: "127.0.0.1", family: 4 },
+        { address: "::1", family: 6 },
+      ],
+    });
+    expect(await lookup("rag.internal", { family: 6 })).toEqual({ err: null, address: "::1" });
+    expect((await lookup("public.example", { family: 6 })).err?.code).toBe("ENOTFOUND");
+    expect((await lookup("nowhere.example")).err?.code).toBe("ENOTFOUND");
+  });
+
+  it("checks IP literals itself (Node dials them without a lookup) and dials their canonical form", () => {
+    const { guard, asked } = guardWith({});
+    expect(guard.target("2852039166")).toEqual({ refused: "metadata" });
+    expect(guard.target("0x7f.1")).toEqual({ refused: "loopback" });
+    expect(guard.target("::ffff:a9fe:a9fe")).toEqual({ refused: "metadata" });
+    expect(guard.target("metadata.google.internal")).toEqual({ refused: "metadata" });
+    expect(guard.target("bad host")).toEqual({ refused: "invalid_host" });
+    expect(guard.target("::ffff:203.0.113.9")).toEqual({ host: "203.0.113.9" });
+    expect(guard.target("Rag.Internal.")).toEqual({ host: "rag.internal" });
+    expect(asked).toEqual([]);
   });
 });

@@ -1,16 +1,23 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callJson, type JsonReply } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
- * Where the gateway may send a plugin's traffic, checked on addresses, not on spellings, at
- * registration over REST: every way of writing a refused address is refused, and names are
- * resolved (through a fake resolver; registration sends no traffic to any address).
+ * Where the gateway may send a plugin's traffic, checked on addresses, not on spellings: at
+ * registration over REST (every way of writing a refused address is refused, names are
+ * resolved), and at forward time on the address actually dialled (a name that resolved to an
+ * allowed address at registration and to a refused one later gets no connection).
+ *
+ * Names resolve through a fake resolver, and the only server anything could connect to is a
+ * local one that counts connections: no test sends traffic to a real refused address.
  */
 
 const password = "plugin-hosts-admin-pw";
 let server: TestServer;
 let admin: { token: string; key: string };
+let aiCore = "";
 
 /** Plugins' addresses; PLUGIN_ALLOWED_HOSTS lists plugins.internal, later.internal, 10.20/16. */
 const answers = new Map<string, string[]>([
@@ -21,6 +28,7 @@ const answers = new Map<string, string[]>([
   ["imds.attacker.test", ["169.254.169.254"]],
   ["mixed.attacker.test", ["203.0.113.5", "169.254.169.254"]],
   ["internal.attacker.test", ["10.0.0.7"]],
+  ["rebind.test", ["203.0.113.7"]],
 ]);
 /** Every name the core asked the resolver about, in order. */
 const asked: string[] = [];
@@ -32,6 +40,11 @@ async function resolveHost(name: string): Promise<string[]> {
   }
   return found;
 }
+
+/** The one server plugins could reach (loopback): it counts connections and answers {}. */
+let counting: Server;
+let countingPort = 0;
+let connections = 0;
 
 const adminCall = (path: string, body: unknown, method = "POST") =>
   callJson(server.url, path, body, {
@@ -55,6 +68,14 @@ const fieldOf = (res: JsonReply) =>
   (res.body.details as { metadata?: { field?: string } }[] | undefined)?.[0]?.metadata?.field;
 
 beforeAll(async () => {
+  counting = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.setHeader("content-type", "application/json").end('{"ok":true}'));
+  });
+  counting.on("connection", () => connections++);
+  await new Promise<void>((resolve) => counting.listen(0, "127.0.0.1", resolve));
+  countingPort = (counting.address() as AddressInfo).port;
+
   server = await startTestServer({
     env: { PLUGIN_ALLOWED_HOSTS: "plugins.internal,later.internal,10.20.0.0/16" },
     resolveHost,
@@ -63,12 +84,25 @@ beforeAll(async () => {
   const login = await callJson(server.url, "/auth/login", { username: "root", password });
   admin = {
     token: login.body.token as string,
-    key: await server.createApiKey(["plugins:read", "plugins:write"]),
+    key: await server.createApiKey(["plugins:read", "plugins:write", "operator:write"]),
   };
+  const sa = await callJson(
+    server.url,
+    "/api/admin/service-accounts",
+    { name: "ai-core", roles: ["service"] },
+    { token: admin.token },
+  );
+  const token = await callJson(server.url, "/auth/token", {
+    grant_type: "client_credentials",
+    client_id: "ai-core",
+    client_secret: sa.body.client_secret,
+  });
+  aiCore = token.body.access_token as string;
 });
 
 afterAll(async () => {
   await server?.close();
+  await new Promise<void>((resolve) => counting.close(() => resolve()));
 });
 
 describe("registration refuses every spelling of a refused address", () => {
@@ -215,3 +249,80 @@ describe("registration accepts listed and public addresses, normalised", () => {
     expect(res.body.plugin).toMatchObject({ manifest: { host: stored }, unlisted_host: unlisted });
   });
 });
+
+describe("forward time checks the address actually dialled", () => {
+  /** Registers `host` on the counting server's port, allowlisted for ai-core. */
+  async function plugin(host: string) {
+    const res = await register(host, true, countingPort);
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const id = (res.body.plugin as { manifest: { id: string } }).manifest.id;
+    const allow = await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: id, operations: ["ping"] },
+      "PUT",
+    );
+    expect(allow.status).toBe(200);
+    return id;
+  }
+
+  const ping = (id: string) =>
+    callJson(
+      server.url,
+      `/gateway/${id}/ping`,
+      { caller_plugin: "ai-core", payload: {} },
+      { token: aiCore },
+    );
+
+  it("a name that now resolves to a refused address gets no connection: 503, PLUGIN_ADDRESS_REFUSED", async () => {
+    const id = await plugin("rebind.test");
+    answers.set("rebind.test", ["127.0.0.1"]);
+    const askedBefore = asked.length;
+    const before = connections;
+    const res = await ping(id);
+    expect([res.status, res.reason]).toEqual([503, "PLUGIN_UNAVAILABLE"]);
+    expect(asked.slice(askedBefore)).toContain("rebind.test");
+    expect(await reasonOf(id)).toBe("PLUGIN_ADDRESS_REFUSED");
+    expect(connections).toBe(before);
+    const warned = server.logs.filter((l) => l.includes("plugin connection refused"));
+    expect(warned.map((l) => JSON.parse(l))).toContainEqual(
+      expect.objectContaining({
+        plugin_host: "rebind.test",
+        address: "127.0.0.1",
+        address_class: "loopback",
+      }),
+    );
+  });
+
+  it("a listed name that resolves to loopback is dialled (the counting server sees it)", async () => {
+    const id = await plugin("plugins.internal");
+    answers.set("plugins.internal", ["127.0.0.1"]);
+    const before = connections;
+    const res = await ping(id);
+    expect([res.status, res.body]).toEqual([200, { ok: true }]);
+    expect(connections).toBe(before + 1);
+    expect(await reasonOf(id)).toBe("");
+  });
+
+  it("a host stored before this check, spelled as a number, is checked as the address it is", async () => {
+    const id = await plugin("203.0.113.30");
+    await server.core.db.query("UPDATE plugins SET host = '2130706433' WHERE id = $1", [id]);
+    const before = connections;
+    const res = await ping(id);
+    expect([res.status, res.reason]).toEqual([503, "PLUGIN_UNAVAILABLE"]);
+    expect(await reasonOf(id)).toBe("PLUGIN_ADDRESS_REFUSED");
+    expect(connections).toBe(before);
+  });
+});
+
+/** The reason of the operator_call event of plugin `id`, once written (not awaited by calls). */
+async function reasonOf(id: string): Promise<unknown> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const { rows } = await server.core.db.query<{ details: { reason: string } }>(
+      "SELECT details FROM audit_events WHERE action = 'operator_call' AND target = $1",
+      [`plugin:${id}`],
+    );
+    if (rows[0] !== undefined || Date.now() > deadline) return rows[0]?.details.reason;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
