@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { type CheckpointKeys, checkpointKeysFrom } from "./audit/checkpoint-keys.js";
 import { type DataKeys, parseDataKeys } from "./crypto/secret-box.js";
+import { parseAllowedHosts } from "./gateway/host-policy.js";
 import type { LogLevel } from "./log.js";
 
 /**
@@ -139,6 +140,16 @@ function boolVar(env: NodeJS.ProcessEnv, name: string, problems: string[]): bool
   return false;
 }
 
+/** PLUGIN_ALLOWED_HOSTS: host names, IP addresses and CIDR ranges (docs/operator-lane.md). */
+function pluginAllowedHosts(env: NodeJS.ProcessEnv, problems: string[]): string[] {
+  const entries = (env.PLUGIN_ALLOWED_HOSTS ?? "127.0.0.1,localhost,::1")
+    .split(",")
+    .map((h) => h.trim().toLowerCase())
+    .filter((h) => h !== "");
+  problems.push(...parseAllowedHosts(entries).problems);
+  return entries;
+}
+
 /** Reads and validates the configuration; throws ConfigError listing every problem. */
 /** Where the embedded database keeps its files: a folder of DATA_DIR. */
 export const embeddedDatabaseDir = (config: Pick<Config, "dataDir">): string =>
@@ -239,10 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
     gateway: {
-      allowedHosts: (env.PLUGIN_ALLOWED_HOSTS ?? "127.0.0.1,localhost,::1")
-        .split(",")
-        .map((h) => h.trim().toLowerCase())
-        .filter((h) => h !== ""),
+      allowedHosts: pluginAllowedHosts(env, problems),
       defaultTimeoutMs: intVar(env, "GATEWAY_TIMEOUT_MS", 10_000, 10, 600_000, problems),
       maxTimeoutMs: intVar(env, "GATEWAY_MAX_TIMEOUT_MS", 60_000, 10, 600_000, problems),
     },

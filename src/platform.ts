@@ -10,6 +10,7 @@ import {
 import { type Config, embeddedDatabaseDir } from "./config.js";
 import type { OperatorAllowlist } from "./gateway/allowlist.js";
 import type { Gateway } from "./gateway/gateway.js";
+import type { HostResolver } from "./gateway/host-policy.js";
 import { createGatewayModule, type GatewayArea } from "./gateway/module.js";
 import type { PluginRegistry } from "./gateway/plugins.js";
 import { createIdentityModule, type IdentityArea } from "./identity/module.js";
@@ -66,6 +67,8 @@ export interface StartCoreOptions {
   settingsTimeoutMs?: number;
   /** Policy: generation poll behind LISTEN/NOTIFY (default 1 s). */
   policyPollIntervalMs?: number;
+  /** How plugin host names resolve (default getaddrinfo); tests pass their own. */
+  resolveHost?: HostResolver;
 }
 
 /** Opens the database, applies migrations, wires every area and listens. */
@@ -143,6 +146,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: () => policyArea.current(),
       isServiceAccountName: (name) => serviceAccounts.exists(name),
       ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
     });
     const gateway = gatewayArea;
     const searchArea = createSearchModule({

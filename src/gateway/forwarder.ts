@@ -1,9 +1,11 @@
 import { Agent, request } from "node:http";
+import { addressRefusedCode, type ConnectGuard } from "./connect-guard.js";
 
 /**
  * Sends a gateway call to a plugin over HTTP/1.1 with a keep-alive connection
  * pool (one per forwarder), so the hop costs a request on a warm socket, not
- * a TCP handshake. The body is JSON bytes prepared by the caller.
+ * a TCP handshake. The body is JSON bytes prepared by the caller. Every connection goes
+ * through the connect guard: an address plugins may not be reached at is never dialled.
  */
 
 export interface ForwardRequest {
@@ -21,6 +23,8 @@ export interface ForwardRequest {
 export type ForwardResult =
   | { kind: "reply"; status: number; body: Buffer; contentType: string }
   | { kind: "unreachable"; cause: string }
+  /** The host is, or resolves to, an address plugins may not be reached at: nothing was sent. */
+  | { kind: "refused"; addressClass: string }
   | { kind: "timeout" }
   | { kind: "too_large" }
   | { kind: "aborted" };
@@ -33,6 +37,8 @@ export interface Forwarder {
 export function createForwarder(options: {
   maxReplyBytes: number;
   maxSockets?: number;
+  /** Checks the address of every new connection (docs/operator-lane.md). */
+  guard: ConnectGuard;
 }): Forwarder {
   const agent = new Agent({
     keepAlive: true,
@@ -44,6 +50,10 @@ export function createForwarder(options: {
     forward(req) {
       // A caller that already left costs no request (and no socket).
       if (req.signal?.aborted) return Promise.resolve({ kind: "aborted" });
+      const target = options.guard.target(req.host);
+      if ("refused" in target) {
+        return Promise.resolve({ kind: "refused", addressClass: target.refused });
+      }
       return new Promise<ForwardResult>((resolve) => {
         let settled = false;
         const settle = (result: ForwardResult) => {
@@ -55,7 +65,8 @@ export function createForwarder(options: {
         };
         const outgoing = request({
           agent,
-          host: req.host,
+          host: target.host,
+          lookup: options.guard.lookup,
           port: req.port,
           method: "POST",
           path: req.path,
@@ -68,8 +79,12 @@ export function createForwarder(options: {
         });
         // The error listener comes first: destroying a request emits `error`, and an
         // `error` event without a listener would stop the process.
-        outgoing.on("error", (err: NodeJS.ErrnoException) =>
-          settle({ kind: "unreachable", cause: err.code ?? err.message }),
+        outgoing.on("error", (err: NodeJS.ErrnoException & { addressClass?: string }) =>
+          settle(
+            err.code === addressRefusedCode
+              ? { kind: "refused", addressClass: err.addressClass ?? "" }
+              : { kind: "unreachable", cause: err.code ?? err.message },
+          ),
         );
         const timer = setTimeout(() => {
           settle({ kind: "timeout" });

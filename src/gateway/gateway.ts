@@ -260,7 +260,12 @@ export function createGateway(deps: GatewayDeps): Gateway {
         return await decideAndForward(input, event);
       } catch (err) {
         const kind = err instanceof DomainError ? err.kind : "internal";
-        reason = err instanceof DomainError ? err.reason : "INTERNAL";
+        reason =
+          err instanceof PluginAddressRefused
+            ? err.eventReason
+            : err instanceof DomainError
+              ? err.reason
+              : "INTERNAL";
         // The status the caller gets (a plugin's 418 reaches it as 400).
         event.status = statusOfKind[kind];
         outcome =
@@ -321,10 +326,25 @@ export class PluginError extends DomainError {
   }
 }
 
+/**
+ * The plugin's host is, or resolves to, an address plugins may not be reached at: the caller
+ * sees an unreachable plugin, the operator_call event says why (docs/operator-lane.md).
+ */
+export class PluginAddressRefused extends DomainError {
+  readonly eventReason = "PLUGIN_ADDRESS_REFUSED";
+  constructor(addressClass: string) {
+    super("unavailable", "PLUGIN_UNAVAILABLE", "the plugin cannot be reached", {
+      cause: new Error(`the plugin's address is refused (${addressClass})`),
+    });
+  }
+}
+
 function replyOf(result: ForwardResult, event: { status: number }): JsonObject {
   switch (result.kind) {
     case "unreachable":
       throw unavailable("PLUGIN_UNAVAILABLE", "the plugin cannot be reached");
+    case "refused":
+      throw new PluginAddressRefused(result.addressClass);
     case "timeout":
       throw new DomainError(
         "deadline_exceeded",

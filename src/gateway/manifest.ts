@@ -1,13 +1,12 @@
-import { isIP } from "node:net";
 import { invalidArgument } from "../errors.js";
+import { hostString, parseHost } from "./host-address.js";
 
 /**
  * Plugin manifests: what an operator declares about a plugin, checked before
  * the core will ever send a request on its behalf. The core forwards only to
- * a path of the manifest, on the manifest's host and port; the host must be
- * one the platform's operator listed (PLUGIN_ALLOWED_HOSTS) unless the admin
- * registering the plugin explicitly allows another (SSRF stance, see
- * docs/operator-lane.md).
+ * a path of the manifest, on the manifest's host and port. Here the host is only
+ * put in its canonical form; where it may point is the host policy's to say
+ * (host-policy.ts; SSRF stance, see docs/operator-lane.md).
  */
 
 export interface PluginManifest {
@@ -30,9 +29,6 @@ const typePattern = /^[a-z][a-z0-9_]{0,62}$/;
 const operationPattern = /^[a-z][a-z0-9_]{0,62}$/;
 /** Path segments: unreserved and sub-delimiter characters, no percent-encoding. */
 const segmentPattern = /^[A-Za-z0-9._~!$&'()*+,;=:@-]+$/;
-const hostnamePattern =
-  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
-
 const bad = (field: string, message: string) =>
   invalidArgument("INVALID_MANIFEST", message, { field: `manifest.${field}` });
 
@@ -59,26 +55,9 @@ export function endpointPathProblem(path: string): string | undefined {
 }
 
 /**
- * Addresses no plugin may live at, whatever an admin allows: link-local ranges (where
- * cloud metadata services answer) and the metadata services' own names and addresses.
- * Names are checked as written; DNS answers are not (docs/operator-lane.md).
- */
-export function isForbiddenHost(host: string): boolean {
-  const h = host.toLowerCase();
-  if (h === "metadata.google.internal" || h === "metadata" || h === "instance-data") return true;
-  if (isIP(h) === 4) return h.startsWith("169.254.") || h === "100.100.100.200";
-  if (isIP(h) === 6) return /^fe[89ab][0-9a-f]:/.test(h) || h === "fd00:ec2::254";
-  return false;
-}
-
-/** A host name or an IP address literal (IPv6 without brackets). */
-export function isValidHost(host: string): boolean {
-  return isIP(host) !== 0 || hostnamePattern.test(host);
-}
-
-/**
- * Checks and normalises a manifest (defaults for host and port; host names in
- * lower case). Throws invalid_argument naming the first bad field.
+ * Checks and normalises a manifest (defaults for host and port; the host in its
+ * canonical form: `0x7f.1` is 127.0.0.1, `Rag.Internal.` is rag.internal). Throws
+ * invalid_argument naming the first bad field.
  */
 export function checkManifest(
   input: {
@@ -91,12 +70,10 @@ export function checkManifest(
     traits: readonly string[];
   },
   options: {
-    allowedHosts: ReadonlySet<string>;
-    allowUnlistedHost: boolean;
     /** Throws invalid_argument naming `field` when a trait is not registered. */
     checkTrait: (trait: string, field: string) => void;
   },
-): { manifest: PluginManifest; unlistedHost: boolean } {
+): PluginManifest {
   if (!idPattern.test(input.id)) {
     throw bad("id", "id must be 1–63 lower-case letters, digits or hyphens");
   }
@@ -120,22 +97,9 @@ export function checkManifest(
     }
     endpoints[operation] = path;
   }
-  const host = (input.host.trim() || defaultPluginHost).toLowerCase();
-  if (!isValidHost(host)) {
+  const host = parseHost(input.host.trim() || defaultPluginHost);
+  if (host === undefined) {
     throw bad("host", "host must be a host name or an IP address, without scheme or port");
-  }
-  if (isForbiddenHost(host)) {
-    throw bad(
-      "host",
-      `host ${host} is a link-local or cloud metadata address and is never allowed`,
-    );
-  }
-  const unlistedHost = !options.allowedHosts.has(host);
-  if (unlistedHost && !options.allowUnlistedHost) {
-    throw bad(
-      "host",
-      `host ${host} is not in PLUGIN_ALLOWED_HOSTS; register with allow_unlisted_host=true to allow it`,
-    );
   }
   options.checkTrait(`plugin_type:${input.pluginType}`, "manifest.plugin_type");
   input.traits.forEach((trait, i) => {
@@ -146,15 +110,12 @@ export function checkManifest(
     throw bad("port", "port must be 1–65535");
   }
   return {
-    manifest: {
-      id: input.id,
-      name: input.name,
-      pluginType: input.pluginType,
-      endpoints,
-      host,
-      port,
-      traits: [...new Set(input.traits)].sort(),
-    },
-    unlistedHost,
+    id: input.id,
+    name: input.name,
+    pluginType: input.pluginType,
+    endpoints,
+    host: hostString(host),
+    port,
+    traits: [...new Set(input.traits)].sort(),
   };
 }

@@ -19,8 +19,10 @@ import type { Database, Queryable } from "../storage/index.js";
 import { createOperatorAllowlist, type OperatorAllowlist } from "./allowlist.js";
 import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
+import { createConnectGuard } from "./connect-guard.js";
 import { createForwarder } from "./forwarder.js";
 import { createGateway, type Gateway } from "./gateway.js";
+import { createHostPolicy, type HostResolver, systemResolver } from "./host-policy.js";
 import { createOperatorCallFeed } from "./operator-calls.js";
 import type { PluginRecord } from "./plugin-store.js";
 import { createPluginStore } from "./plugin-store.js";
@@ -57,6 +59,8 @@ export interface GatewayModuleDeps {
   /** Plugin ids must not be service account names (both are allowlist callers). */
   isServiceAccountName: (name: string) => Promise<boolean>;
   clock?: Clock;
+  /** How plugin host names resolve, at registration and when dialled (default: getaddrinfo). */
+  resolveHost?: HostResolver;
 }
 
 export interface GatewayArea {
@@ -132,11 +136,13 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     const removed = await createAllowlistStore(tx).deleteNaming(name);
     return () => allowlist.forget(removed);
   };
+  const resolve = deps.resolveHost ?? systemResolver;
+  const hosts = createHostPolicy({ allowedHosts: deps.config.allowedHosts, resolve });
   const registry = createPluginRegistry({
     db: deps.db,
     box,
     audit: deps.audit,
-    allowedHosts: new Set(deps.config.allowedHosts.map((h) => h.toLowerCase())),
+    hosts,
     checkTrait: engineTraitCheck(deps.policy),
     byId,
     byCredential,
@@ -147,7 +153,18 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
   });
   // The core's secret for a plugin, opened once per sealed value (i.e. per rotation).
   const opened = new Map<string, { sealed: string; secret: string }>();
-  const forwarder = createForwarder({ maxReplyBytes: deps.config.maxReplyBytes });
+  const forwarder = createForwarder({
+    maxReplyBytes: deps.config.maxReplyBytes,
+    guard: createConnectGuard({
+      policy: hosts,
+      resolve,
+      onRefused: ({ host, address, addressClass }) =>
+        deps.log.warn(
+          { area: "gateway", plugin_host: host, address, address_class: addressClass },
+          "plugin connection refused: the host is or resolves to an address plugins may not be reached at",
+        ),
+    }),
+  });
   // operator_call events go to the writer once per event-loop turn (one transaction per turn).
   const callAudit = writeOncePerTurn(deps.audit);
   const gateway = createGateway({

@@ -5,6 +5,7 @@ import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { StateCache } from "../identity/state-cache.js";
 import type { Queryable, Session } from "../storage/index.js";
+import type { HostPolicy } from "./host-policy.js";
 import { checkManifest, type PluginManifest } from "./manifest.js";
 import { createPluginStore, type PluginRecord } from "./plugin-store.js";
 
@@ -98,8 +99,8 @@ export interface PluginRegistryDeps {
   db: Queryable & Pick<Session, "transaction">;
   box: SecretBox;
   audit: Pick<AuditWriter, "writeIn">;
-  /** Host names and addresses manifests may point at without an explicit exception. */
-  allowedHosts: ReadonlySet<string>;
+  /** Where a manifest's host may point (PLUGIN_ALLOWED_HOSTS and the address classes). */
+  hosts: Pick<HostPolicy, "check">;
   /** The policy's trait registry check (invalid_argument naming `field` when unregistered). */
   checkTrait: (trait: string, field: string) => void;
   /** The registry's cached view of plugins by id and by credential hash (≤ 1 s old). */
@@ -185,11 +186,8 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
 
   return {
     async register(actor, meta, input, allowUnlistedHost) {
-      const { manifest, unlistedHost } = checkManifest(input, {
-        allowedHosts: deps.allowedHosts,
-        allowUnlistedHost,
-        checkTrait: deps.checkTrait,
-      });
+      const manifest = checkManifest(input, { checkTrait: deps.checkTrait });
+      const { unlistedHost } = await deps.hosts.check(manifest.host, allowUnlistedHost);
       if (await deps.isServiceAccountName(manifest.id)) {
         throw new DomainError(
           "already_exists",
@@ -228,11 +226,8 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
 
     async update(actor, meta, input, allowUnlistedHost) {
       const before = await existing(input.id);
-      const { manifest, unlistedHost } = checkManifest(input, {
-        allowedHosts: deps.allowedHosts,
-        allowUnlistedHost,
-        checkTrait: deps.checkTrait,
-      });
+      const manifest = checkManifest(input, { checkTrait: deps.checkTrait });
+      const { unlistedHost } = await deps.hosts.check(manifest.host, allowUnlistedHost);
       const inUse = await deps.operationsInUse(manifest.id);
       const dropped = [...inUse].filter((op) => !(op in manifest.endpoints));
       if (dropped.length > 0) {

@@ -1,7 +1,9 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createConnectGuard } from "../../src/gateway/connect-guard.js";
 import { createForwarder } from "../../src/gateway/forwarder.js";
+import { createHostPolicy, systemResolver } from "../../src/gateway/host-policy.js";
 
 /**
  * The forwarder against a real HTTP server: a caller that goes away before or during the
@@ -31,6 +33,12 @@ afterAll(async () => {
   await new Promise<void>((resolve) => server.close(() => resolve()));
 });
 
+/** Plugins may be reached on loopback here (the test server's address). */
+const guard = createConnectGuard({
+  policy: createHostPolicy({ allowedHosts: ["127.0.0.1"] }),
+  resolve: systemResolver,
+});
+
 const call = (path: string, signal?: AbortSignal) => ({
   host: "127.0.0.1",
   port,
@@ -46,7 +54,7 @@ const settleLoop = () => new Promise((resolve) => setTimeout(resolve, 50));
 
 describe("forwarder", () => {
   it("ends a call whose caller already left as aborted, without an unhandled error", async () => {
-    const forwarder = createForwarder({ maxReplyBytes: 1024 });
+    const forwarder = createForwarder({ maxReplyBytes: 1024, guard });
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => uncaught.push(err);
     process.on("uncaughtException", onUncaught);
@@ -62,7 +70,7 @@ describe("forwarder", () => {
   });
 
   it("ends a call whose caller leaves mid-hop as aborted, and keeps serving", async () => {
-    const forwarder = createForwarder({ maxReplyBytes: 1024 });
+    const forwarder = createForwarder({ maxReplyBytes: 1024, guard });
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => uncaught.push(err);
     process.on("uncaughtException", onUncaught);

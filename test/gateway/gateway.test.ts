@@ -220,7 +220,7 @@ describe("manifests", () => {
 
   it("defaults host and port, and checks every declared trait", () => {
     const checked: string[] = [];
-    const { manifest } = checkManifest(
+    const manifest = checkManifest(
       {
         id: "p",
         name: "",
@@ -231,8 +231,6 @@ describe("manifests", () => {
         traits: ["compliance:hipaa"],
       },
       {
-        allowedHosts: new Set(["127.0.0.1"]),
-        allowUnlistedHost: false,
         checkTrait: (t, field) => void checked.push(`${field}=${t}`),
       },
     );

@@ -421,7 +421,8 @@ describe("manifests and the allowlist are checked", () => {
       id: "remote",
       plugin_type: "internal",
       endpoints: { rag_query: "/q" },
-      host: "rag.example.org",
+      // A public address (TEST-NET-3): an unlisted name would have to resolve.
+      host: "203.0.113.10",
     };
     const refused = await adminCall("/admin/plugins", manifest);
     expect([refused.status, refused.reason]).toEqual([400, "INVALID_MANIFEST"]);
@@ -433,7 +434,7 @@ describe("manifests and the allowlist are checked", () => {
       id: "imds",
       host: "169.254.169.254",
     });
-    expect([metadata.status, metadata.reason]).toEqual([400, "INVALID_MANIFEST"]);
+    expect([metadata.status, metadata.reason]).toEqual([400, "HOST_REFUSED"]);
     // A new host gets new secrets: the old core secret never goes to another host.
     const moved = await adminCall(
       "/admin/plugins/remote",

@@ -1,4 +1,5 @@
 import { type Config, loadConfig } from "../../src/config.js";
+import type { HostResolver } from "../../src/gateway/host-policy.js";
 import type { ThrottlePolicy } from "../../src/identity/throttle.js";
 import type { Clock } from "../../src/identity/tokens.js";
 import { createLogger } from "../../src/log.js";
@@ -36,6 +37,8 @@ export async function startTestServer(
     settingsTimeoutMs?: number;
     /** Policy: generation poll interval (src/policy/module.ts). */
     policyPollIntervalMs?: number;
+    /** How plugin host names resolve (default getaddrinfo). */
+    resolveHost?: HostResolver;
   } = {},
 ): Promise<TestServer> {
   const env: NodeJS.ProcessEnv = {
@@ -65,6 +68,7 @@ export async function startTestServer(
     ...(options.policyPollIntervalMs ? { policyPollIntervalMs: options.policyPollIntervalMs } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
+    ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
   });
   return {
     core,

@@ -48,6 +48,12 @@ describe("configuration", () => {
     expect(problemsOf({ ...good, GATEWAY_MAX_TIMEOUT_MS: "5" }).join("\n")).toContain(
       "GATEWAY_MAX_TIMEOUT_MS",
     );
+    expect(
+      problemsOf({ ...good, PLUGIN_ALLOWED_HOSTS: "10.0.0.0/8,fd00::/8,169.254.169.254,rag_db" }),
+    ).toEqual([
+      "PLUGIN_ALLOWED_HOSTS: 169.254.169.254 is a cloud metadata address: never allowed",
+      "PLUGIN_ALLOWED_HOSTS: rag_db is not a host name, IP address or CIDR range (10.0.0.0/8, fc00::/7)",
+    ]);
   });
 
   it.each([

@@ -51,9 +51,12 @@ export type PluginManifest = Message<"traitgate.gateway.v1.PluginManifest"> & {
   endpoints: { [key: string]: string };
 
   /**
-   * Host name or address; default 127.0.0.1. Must be one of
-   * PLUGIN_ALLOWED_HOSTS unless registered with allow_unlisted_host; link-local
-   * and cloud metadata addresses are always refused.
+   * Host name or address, stored in canonical form (0x7f.1 is 127.0.0.1);
+   * default 127.0.0.1. Must be listed in PLUGIN_ALLOWED_HOSTS unless registered
+   * with allow_unlisted_host. Checked on addresses (names resolved, and again
+   * when dialled): link-local, cloud metadata, unspecified, multicast and
+   * broadcast addresses are always refused, private and loopback ones unless
+   * PLUGIN_ALLOWED_HOSTS lists them (or lists the name).
    *
    * @generated from field: string host = 5;
    */
@@ -168,7 +171,7 @@ export type RegisterPluginRequest = Message<"traitgate.gateway.v1.RegisterPlugin
 
   /**
    * Let the manifest point at a host outside PLUGIN_ALLOWED_HOSTS (recorded
-   * and audited). REST: query parameter.
+   * and audited); only at public addresses. REST: query parameter.
    *
    * @generated from field: bool allow_unlisted_host = 2;
    */
