@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { type DataKeys, parseDataKeys } from "./crypto/secret-box.js";
 import type { LogLevel } from "./log.js";
+import { type ListenerLimits, listenerDefaults } from "./server/limits.js";
 
 /**
  * Configuration comes from the environment only (secrets included). Each
@@ -42,6 +43,8 @@ export interface Config {
   dataKeys: DataKeys;
   /** Largest request body accepted on any protocol. */
   maxBodyBytes: number;
+  /** Connection caps and timeouts of the listener (docs/architecture.md). */
+  listener: ListenerLimits;
   /** The operator lane (docs/operator-lane.md). */
   gateway: {
     /** PLUGIN_ALLOWED_HOSTS: hosts plugin manifests may name without an explicit exception. */
@@ -135,6 +138,42 @@ function boolVar(env: NodeJS.ProcessEnv, name: string, problems: string[]): bool
 /** Where the embedded database keeps its files: a folder of DATA_DIR. */
 export const embeddedDatabaseDir = (config: Pick<Config, "dataDir">): string =>
   join(config.dataDir, "pglite");
+
+function listenerLimits(env: NodeJS.ProcessEnv, problems: string[]): ListenerLimits {
+  const d = listenerDefaults;
+  return {
+    http1: {
+      ...d.http1,
+      headersTimeoutMs: intVar(
+        env,
+        "HTTP1_HEADERS_TIMEOUT_MS",
+        d.http1.headersTimeoutMs,
+        1000,
+        60_000,
+        problems,
+      ),
+    },
+    h2IdleTimeoutMs: intVar(
+      env,
+      "HTTP2_IDLE_TIMEOUT_MS",
+      d.h2IdleTimeoutMs,
+      1000,
+      3_600_000,
+      problems,
+    ),
+    connections: {
+      max: intVar(env, "MAX_CONNECTIONS", d.connections.max, 1, 1_000_000, problems),
+      maxPerAddress: intVar(
+        env,
+        "MAX_CONNECTIONS_PER_ADDRESS",
+        d.connections.maxPerAddress,
+        0,
+        1_000_000,
+        problems,
+      ),
+    },
+  };
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): LoadedConfig {
   const problems: string[] = [];
@@ -230,6 +269,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
+    listener: listenerLimits(env, problems),
     gateway: {
       allowedHosts: (env.PLUGIN_ALLOWED_HOSTS ?? "127.0.0.1,localhost,::1")
         .split(",")
