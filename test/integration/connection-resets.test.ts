@@ -1,0 +1,360 @@
+import { connect as h2connect } from "node:http2";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import {
+  CallRequestSchema,
+  WatchOperatorCallsRequestSchema,
+} from "../../gen/traitgate/gateway/v1/gateway_pb.js";
+import { openTestDatabase } from "../support/database.js";
+import { type HoldingDatabase, holdingDatabase } from "../support/held-database.js";
+import { type HeldPlugin, startHeldPlugin } from "../support/held-plugin.js";
+import {
+  envelope,
+  openRawCall,
+  type RawCall,
+  type RawReply,
+  type Transport,
+} from "../support/raw-client.js";
+import { startTestServer, type TestServer } from "../support/server.js";
+import { until } from "../support/wait.js";
+
+/**
+ * A client may vanish (TCP reset) at any point of a call. For every phase of a gateway call
+ * (head only, half the body, while authenticating, while the handler reads the database, while
+ * the call is with the plugin, while the answer streams) and every protocol (REST over
+ * HTTP/1.1 and h2c, gRPC, gRPC-Web, Connect), the client resets its connection at that point,
+ * and then the process must have raised no uncaught error (which would stop `traitgate serve`)
+ * and must still answer a call of that protocol. The database and the plugin hold the call
+ * where the phase needs it (no sleeps), so each case resets at the point it names.
+ */
+
+const system = { kind: "system" as const, id: "" };
+const meta = { requestId: "connection-resets-setup" };
+const password = "connection-resets-admin-pw";
+
+let db: HoldingDatabase;
+let server: TestServer;
+let plugin: HeldPlugin;
+let caller = "";
+let admin = { token: "", key: "" };
+/** Added to the clock: moving it on by more than the caches' 1 s makes them read again. */
+let skew = 0;
+const coldCaches = () => {
+  skew += 2000;
+};
+
+const uncaught: unknown[] = [];
+const onUncaught = (err: unknown) => uncaught.push(err);
+
+beforeAll(async () => {
+  process.on("uncaughtException", onUncaught);
+  process.on("unhandledRejection", onUncaught);
+  db = holdingDatabase(await openTestDatabase());
+  server = await startTestServer({
+    db: db.db,
+    clock: { now: () => Date.now() + skew },
+    env: { HTTP2_IDLE_TIMEOUT_MS: "1000" },
+  });
+  plugin = await startHeldPlugin(512 * 1024);
+  const { core } = server;
+  await core.plugins.register(
+    system,
+    meta,
+    {
+      id: "held",
+      name: "held",
+      pluginType: "internal",
+      endpoints: { hold: "/hold", echo: "/echo", big: "/big" },
+      host: "127.0.0.1",
+      port: plugin.port,
+      traits: [],
+    },
+    false,
+  );
+  const { clientSecret } = await core.serviceAccounts.create({ userId: "", kind: "system" }, meta, {
+    name: "ai-core",
+    description: "",
+    roles: ["service"],
+  });
+  caller = (
+    await core.serviceAccounts.issueToken("ai-core", clientSecret, {
+      ...meta,
+      clientAddress: "127.0.0.1",
+    })
+  ).token;
+  await core.allowlist.put(system, meta, {
+    caller: "ai-core",
+    target: "held",
+    operations: ["hold", "echo", "big"],
+  });
+  await server.createUser("root", password, ["admin"]);
+  const login = await core.identity.login("root", password, {
+    ...meta,
+    clientAddress: "127.0.0.1",
+  });
+  admin = { token: login.token, key: await server.createApiKey(["audit:read"]) };
+});
+
+afterAll(async () => {
+  process.off("uncaughtException", onUncaught);
+  process.off("unhandledRejection", onUncaught);
+  db?.releaseAll();
+  await server?.close();
+  await plugin?.close();
+});
+
+afterEach(() => db.releaseAll());
+
+/** How one protocol frames a gateway call and a WatchOperatorCalls stream, and reads the outcome. */
+interface Protocol {
+  name: string;
+  transport: Transport;
+  call(operation: string, requestId: string, deadlineMs?: number): Framed;
+  /** A server-streaming call (none on REST). */
+  watch?(requestId: string): Framed;
+  /** "ok", or the error's code name. */
+  outcome(reply: RawReply): string;
+}
+interface Framed {
+  path: string;
+  headers: Record<string, string>;
+  body: Buffer;
+}
+
+const callPath = "/traitgate.gateway.v1.GatewayService/Call";
+const watchPath = "/traitgate.gateway.v1.GatewayService/WatchOperatorCalls";
+const callMessage = (operation: string) =>
+  toBinary(
+    CallRequestSchema,
+    create(CallRequestSchema, { pluginId: "held", operation, callerPlugin: "ai-core" }),
+  );
+const watchMessage = () =>
+  toBinary(
+    WatchOperatorCallsRequestSchema,
+    create(WatchOperatorCallsRequestSchema, { afterSeq: 1n }),
+  );
+const auth = (requestId: string) => ({
+  authorization: `Bearer ${caller}`,
+  "x-request-id": requestId,
+});
+const adminAuth = (requestId: string) => ({
+  authorization: `Bearer ${admin.token}`,
+  "x-api-key": admin.key,
+  "x-request-id": requestId,
+});
+const grpcCodes: Record<string, string> = { "0": "ok", "4": "deadline_exceeded" };
+
+const rest = (transport: Transport): Protocol => ({
+  name: `REST over ${transport === "h1" ? "HTTP/1.1" : "h2c"}`,
+  transport,
+  call: (operation, requestId) => ({
+    path: `/gateway/held/${operation}`,
+    headers: { "content-type": "application/json", ...auth(requestId) },
+    body: Buffer.from(JSON.stringify({ caller_plugin: "ai-core", payload: {} })),
+  }),
+  outcome: (reply) =>
+    reply.status === 200 ? "ok" : String(JSON.parse(reply.body.toString()).code ?? reply.status),
+});
+
+const enveloped = (contentType: string, transport: Transport, name: string): Protocol => ({
+  name,
+  transport,
+  call: (operation, requestId, deadlineMs) => ({
+    path: callPath,
+    headers: {
+      "content-type": contentType,
+      te: "trailers",
+      ...auth(requestId),
+      ...(deadlineMs !== undefined ? { "grpc-timeout": `${deadlineMs}m` } : {}),
+    },
+    body: envelope(callMessage(operation)),
+  }),
+  watch: (requestId) => ({
+    path: watchPath,
+    headers: { "content-type": contentType, te: "trailers", ...adminAuth(requestId) },
+    body: envelope(watchMessage()),
+  }),
+  outcome: (reply) => {
+    // gRPC: a trailer; gRPC-Web: the trailer frame at the end of the body.
+    const status =
+      reply.headers["grpc-status"] ?? /grpc-status:\s*(\d+)/.exec(reply.body.toString())?.[1];
+    return grpcCodes[status ?? ""] ?? `grpc-status ${status}`;
+  },
+});
+
+const connect: Protocol = {
+  name: "Connect over HTTP/1.1",
+  transport: "h1",
+  call: (operation, requestId, deadlineMs) => ({
+    path: callPath,
+    headers: {
+      "content-type": "application/json",
+      "connect-protocol-version": "1",
+      ...auth(requestId),
+      ...(deadlineMs !== undefined ? { "connect-timeout-ms": String(deadlineMs) } : {}),
+    },
+    body: Buffer.from(JSON.stringify({ pluginId: "held", operation, callerPlugin: "ai-core" })),
+  }),
+  watch: (requestId) => ({
+    path: watchPath,
+    headers: {
+      "content-type": "application/connect+json",
+      "connect-protocol-version": "1",
+      ...adminAuth(requestId),
+    },
+    body: envelope(Buffer.from(JSON.stringify({ afterSeq: "1" }))),
+  }),
+  outcome: (reply) =>
+    reply.status === 200 ? "ok" : String(JSON.parse(reply.body.toString()).code ?? reply.status),
+};
+
+const protocols: Protocol[] = [
+  rest("h1"),
+  rest("h2"),
+  enveloped("application/grpc", "h2", "gRPC"),
+  enveloped("application/grpc-web+proto", "h1", "gRPC-Web over HTTP/1.1"),
+  connect,
+];
+
+let sequence = 0;
+const nextRequestId = (label: string) => `reset-${label}-${++sequence}`;
+
+function send(p: Protocol, framed: Framed, stopReading = false): RawCall {
+  return openRawCall(server.port, {
+    transport: p.transport,
+    path: framed.path,
+    headers: framed.headers,
+    bodyLength: framed.body.length,
+    stopReading,
+  });
+}
+
+const requests = () => server.core.server.stats().requests;
+
+/** Waits until the call with this request id has ended on the server (its access line). */
+const ended = (requestId: string) =>
+  until(() => server.logs.some((l) => l.includes(`"request_id":"${requestId}"`)), 10_000);
+
+/** After a reset: the server saw the client go, raised nothing, and still serves `p`. */
+async function expectStillServing(p: Protocol): Promise<void> {
+  await until(() => requests() === 0, 10_000);
+  const framed = p.call("echo", nextRequestId("check"));
+  const check = send(p, framed);
+  check.end(framed.body);
+  expect(p.outcome(await check.done)).toBe("ok");
+  // Taken, so that each case reports only its own.
+  expect(uncaught.splice(0)).toEqual([]);
+}
+
+describe.each(protocols)("a client that resets its connection, over $name", (p) => {
+  it("after sending only the head", async () => {
+    const framed = p.call("hold", nextRequestId("head"));
+    const call = send(p, framed);
+    await until(() => requests() === 1, 10_000);
+    call.reset();
+    await expectStillServing(p);
+  });
+
+  it("halfway through the body", async () => {
+    const framed = p.call("hold", nextRequestId("body"));
+    const call = send(p, framed);
+    call.write(framed.body.subarray(0, framed.body.length >> 1));
+    await until(() => requests() === 1, 10_000);
+    call.reset();
+    await expectStillServing(p);
+  });
+
+  it("while the call is being authenticated", async () => {
+    coldCaches();
+    const hold = db.hold(/FROM service_accounts WHERE id = \$1$/);
+    const id = nextRequestId("auth");
+    const framed = p.call("hold", id);
+    const before = plugin.received.get("/hold") ?? 0;
+    const call = send(p, framed);
+    call.end(framed.body);
+    await hold.reached;
+    call.reset();
+    await until(() => requests() === 0, 10_000);
+    hold.release();
+    await ended(id);
+    // The caller had left: the plugin never got the call.
+    expect(plugin.received.get("/hold") ?? 0).toBe(before);
+    await expectStillServing(p);
+  });
+
+  it("while the handler waits for the database", async () => {
+    coldCaches();
+    const hold = db.hold(/FROM plugins WHERE id = \$1$/);
+    const id = nextRequestId("db");
+    const framed = p.call("hold", id);
+    const before = plugin.received.get("/hold") ?? 0;
+    const call = send(p, framed);
+    call.end(framed.body);
+    await hold.reached;
+    call.reset();
+    await until(() => requests() === 0, 10_000);
+    hold.release();
+    await ended(id);
+    expect(plugin.received.get("/hold") ?? 0).toBe(before);
+    await expectStillServing(p);
+  });
+
+  it("while the call is with the plugin", async () => {
+    const id = nextRequestId("plugin");
+    const framed = p.call("hold", id);
+    const call = send(p, framed);
+    call.end(framed.body);
+    const held = await plugin.nextHeld();
+    call.reset();
+    // The core gives up on the hop when its caller is gone.
+    await held.closed;
+    await ended(id);
+    await expectStillServing(p);
+  });
+
+  it("while the answer is streaming", async () => {
+    const id = nextRequestId("stream");
+    // A server stream on the RPC protocols (the server is in its streaming loop). On REST, a
+    // long answer: over h2c, a small flow-control window keeps most of it with the server;
+    // over HTTP/1.1 the kernel takes all of it unread (loopback buffers hold megabytes), so
+    // there this is a client that leaves after the first bytes of the answer.
+    const framed = p.watch?.(id) ?? p.call("big", id);
+    const call = send(p, framed, true);
+    call.end(framed.body);
+    await call.body;
+    call.reset();
+    await expectStillServing(p);
+  });
+});
+
+describe.each(protocols.filter((p) => p.watch !== undefined))(
+  "a deadline that passes while the handler waits for the database, over $name",
+  (p) => {
+    it("ends the call as deadline_exceeded without forwarding it, and the process serves on", async () => {
+      coldCaches();
+      const hold = db.hold(/FROM plugins WHERE id = \$1$/);
+      const framed = p.call("hold", nextRequestId("deadline"), 1);
+      const before = plugin.received.get("/hold") ?? 0;
+      const call = send(p, framed);
+      call.end(framed.body);
+      await hold.reached;
+      // The 1 ms deadline timer started before the hold was reached, so it fires before
+      // this later and longer one.
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      hold.release();
+      expect(p.outcome(await call.done)).toBe("deadline_exceeded");
+      expect(plugin.received.get("/hold") ?? 0).toBe(before);
+      await expectStillServing(p);
+    });
+  },
+);
+
+describe("the core's listener", () => {
+  it("closes an h2c connection idle for HTTP2_IDLE_TIMEOUT_MS (1 s here)", async () => {
+    const session = h2connect(server.url);
+    session.on("error", () => undefined);
+    await new Promise<void>((resolve) => session.once("connect", () => resolve()));
+    await new Promise<void>((resolve) => session.once("close", () => resolve()));
+    await until(() => server.core.server.stats().connections === 0, 10_000);
+  });
+});
