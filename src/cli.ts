@@ -21,6 +21,7 @@ import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { startCore } from "./platform.js";
 import { runIngestCommand } from "./search/ingest-command.js";
+import { installLastResortGuard } from "./server/last-resort.js";
 import { type Database, migrate, openDatabase } from "./storage/index.js";
 
 const usage = `Usage: traitgate <command> [options]
@@ -99,6 +100,8 @@ function stopOnSignals(close: () => Promise<void>, log: Logger): void {
 async function serve(): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: config.logLevel });
+  // One connection's stray error must not stop the process (src/server/last-resort.ts).
+  installLastResortGuard(log);
   const core = await startCore({ config, log });
   stopOnSignals(() => core.close(), log);
 }
@@ -122,6 +125,7 @@ async function demo(): Promise<void> {
   const { config, generated } = configOrExit(true);
   if (keyNote) generated.push(keyNote);
   const log = createLogger({ level: config.logLevel });
+  installLastResortGuard(log);
   const core = await startCore({ config, log });
   let retrievalPlugin: { close(): Promise<void> } | undefined;
   stopOnSignals(async () => {
