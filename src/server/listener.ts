@@ -120,8 +120,9 @@ export async function listen(
       resolve();
     });
   });
-  // After listening, an error is a connection that could not be accepted (e.g. EMFILE,
-  // out of file descriptors): it costs that connection, not the process.
+  // After listening, an error is a connection that could not be accepted. (Out of file
+  // descriptors, libuv closes such connections itself and reports only when that fails
+  // too.) It costs that connection, not the process.
   server.on("error", (err: NodeJS.ErrnoException) =>
     options.log?.error(
       { error_code: err.code, syscall: err.syscall },

@@ -233,7 +233,13 @@ const requests = () => server.core.server.stats().requests;
 
 /** Waits until the call with this request id has ended on the server (its access line). */
 const ended = (requestId: string) =>
-  until(() => server.logs.some((l) => l.includes(`"request_id":"${requestId}"`)), 10_000);
+  until(
+    () =>
+      server.logs.some(
+        (l) => l.includes(`"request_id":"${requestId}"`) && l.includes('"msg":"rpc'),
+      ),
+    10_000,
+  );
 
 /** After a reset: the server saw the client go, raised nothing, and still serves `p`. */
 async function expectStillServing(p: Protocol): Promise<void> {
@@ -242,6 +248,8 @@ async function expectStillServing(p: Protocol): Promise<void> {
   const check = send(p, framed);
   check.end(framed.body);
   expect(p.outcome(await check.done)).toBe("ok");
+  // Ended on the server too, so that the next case counts only its own request.
+  await until(() => requests() === 0, 10_000);
   // Taken, so that each case reports only its own.
   expect(uncaught.splice(0)).toEqual([]);
 }

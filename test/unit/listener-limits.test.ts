@@ -154,6 +154,10 @@ describe("connection caps", () => {
     expect(await closedBy(third)).toBe("");
     await until(() => s.stats().refusedConnections === 1, 5000);
     expect(await get(first)).toBe("HTTP/1.1 200 OK");
+    // A connection that closed (after HTTP/1.1 was given it) makes room again.
+    first.destroy();
+    await until(() => s.stats().connections === 1, 5000);
+    expect(await get(await connectFrom(s.port, "127.0.0.4"))).toBe("HTTP/1.1 200 OK");
   });
 
   it("refuses an h2c client beyond the cap without disturbing the admitted session", async () => {
