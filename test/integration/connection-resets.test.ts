@@ -1,20 +1,15 @@
 import { connect as h2connect } from "node:http2";
-import { create, toBinary } from "@bufbuild/protobuf";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import {
-  CallRequestSchema,
-  WatchOperatorCallsRequestSchema,
-} from "../../gen/traitgate/gateway/v1/gateway_pb.js";
 import { openTestDatabase } from "../support/database.js";
+import {
+  type Framed,
+  type Protocol,
+  protocols,
+  useCredentials,
+} from "../support/gateway-protocols.js";
 import { type HoldingDatabase, holdingDatabase } from "../support/held-database.js";
 import { type HeldPlugin, startHeldPlugin } from "../support/held-plugin.js";
-import {
-  envelope,
-  openRawCall,
-  type RawCall,
-  type RawReply,
-  type Transport,
-} from "../support/raw-client.js";
+import { openRawCall, type RawCall } from "../support/raw-client.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 import { until } from "../support/wait.js";
 
@@ -25,7 +20,9 @@ import { until } from "../support/wait.js";
  * HTTP/1.1 and h2c, gRPC, gRPC-Web, Connect), the client resets its connection at that point,
  * and then the process must have raised no uncaught error (which would stop `traitgate serve`)
  * and must still answer a call of that protocol. The database and the plugin hold the call
- * where the phase needs it (no sleeps), so each case resets at the point it names.
+ * where the phase needs it (no sleeps), so each case resets at the point it names. (The server
+ * runs in the test process, where vitest's own listener keeps an uncaught error from stopping
+ * anything: the cases collect such errors themselves and require none.)
  */
 
 const system = { kind: "system" as const, id: "" };
@@ -93,6 +90,7 @@ beforeAll(async () => {
     clientAddress: "127.0.0.1",
   });
   admin = { token: login.token, key: await server.createApiKey(["audit:read"]) };
+  useCredentials({ caller: () => caller, admin: () => admin });
 });
 
 afterAll(async () => {
@@ -104,117 +102,6 @@ afterAll(async () => {
 });
 
 afterEach(() => db.releaseAll());
-
-/** How one protocol frames a gateway call and a WatchOperatorCalls stream, and reads the outcome. */
-interface Protocol {
-  name: string;
-  transport: Transport;
-  call(operation: string, requestId: string, deadlineMs?: number): Framed;
-  /** A server-streaming call (none on REST). */
-  watch?(requestId: string): Framed;
-  /** "ok", or the error's code name. */
-  outcome(reply: RawReply): string;
-}
-interface Framed {
-  path: string;
-  headers: Record<string, string>;
-  body: Buffer;
-}
-
-const callPath = "/traitgate.gateway.v1.GatewayService/Call";
-const watchPath = "/traitgate.gateway.v1.GatewayService/WatchOperatorCalls";
-const callMessage = (operation: string) =>
-  toBinary(
-    CallRequestSchema,
-    create(CallRequestSchema, { pluginId: "held", operation, callerPlugin: "ai-core" }),
-  );
-const watchMessage = () =>
-  toBinary(
-    WatchOperatorCallsRequestSchema,
-    create(WatchOperatorCallsRequestSchema, { afterSeq: 1n }),
-  );
-const auth = (requestId: string) => ({
-  authorization: `Bearer ${caller}`,
-  "x-request-id": requestId,
-});
-const adminAuth = (requestId: string) => ({
-  authorization: `Bearer ${admin.token}`,
-  "x-api-key": admin.key,
-  "x-request-id": requestId,
-});
-const grpcCodes: Record<string, string> = { "0": "ok", "4": "deadline_exceeded" };
-
-const rest = (transport: Transport): Protocol => ({
-  name: `REST over ${transport === "h1" ? "HTTP/1.1" : "h2c"}`,
-  transport,
-  call: (operation, requestId) => ({
-    path: `/gateway/held/${operation}`,
-    headers: { "content-type": "application/json", ...auth(requestId) },
-    body: Buffer.from(JSON.stringify({ caller_plugin: "ai-core", payload: {} })),
-  }),
-  outcome: (reply) =>
-    reply.status === 200 ? "ok" : String(JSON.parse(reply.body.toString()).code ?? reply.status),
-});
-
-const enveloped = (contentType: string, transport: Transport, name: string): Protocol => ({
-  name,
-  transport,
-  call: (operation, requestId, deadlineMs) => ({
-    path: callPath,
-    headers: {
-      "content-type": contentType,
-      te: "trailers",
-      ...auth(requestId),
-      ...(deadlineMs !== undefined ? { "grpc-timeout": `${deadlineMs}m` } : {}),
-    },
-    body: envelope(callMessage(operation)),
-  }),
-  watch: (requestId) => ({
-    path: watchPath,
-    headers: { "content-type": contentType, te: "trailers", ...adminAuth(requestId) },
-    body: envelope(watchMessage()),
-  }),
-  outcome: (reply) => {
-    // gRPC: a trailer; gRPC-Web: the trailer frame at the end of the body.
-    const status =
-      reply.headers["grpc-status"] ?? /grpc-status:\s*(\d+)/.exec(reply.body.toString())?.[1];
-    return grpcCodes[status ?? ""] ?? `grpc-status ${status}`;
-  },
-});
-
-const connect: Protocol = {
-  name: "Connect over HTTP/1.1",
-  transport: "h1",
-  call: (operation, requestId, deadlineMs) => ({
-    path: callPath,
-    headers: {
-      "content-type": "application/json",
-      "connect-protocol-version": "1",
-      ...auth(requestId),
-      ...(deadlineMs !== undefined ? { "connect-timeout-ms": String(deadlineMs) } : {}),
-    },
-    body: Buffer.from(JSON.stringify({ pluginId: "held", operation, callerPlugin: "ai-core" })),
-  }),
-  watch: (requestId) => ({
-    path: watchPath,
-    headers: {
-      "content-type": "application/connect+json",
-      "connect-protocol-version": "1",
-      ...adminAuth(requestId),
-    },
-    body: envelope(Buffer.from(JSON.stringify({ afterSeq: "1" }))),
-  }),
-  outcome: (reply) =>
-    reply.status === 200 ? "ok" : String(JSON.parse(reply.body.toString()).code ?? reply.status),
-};
-
-const protocols: Protocol[] = [
-  rest("h1"),
-  rest("h2"),
-  enveloped("application/grpc", "h2", "gRPC"),
-  enveloped("application/grpc-web+proto", "h1", "gRPC-Web over HTTP/1.1"),
-  connect,
-];
 
 let sequence = 0;
 const nextRequestId = (label: string) => `reset-${label}-${++sequence}`;
