@@ -23,6 +23,7 @@ import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { startCore } from "./platform.js";
 import { runIngestCommand } from "./search/ingest-command.js";
+import { installLastResortGuard } from "./server/last-resort.js";
 import { type Database, migrate, openDatabase } from "./storage/index.js";
 
 const usage = `Usage: traitgate <command> [options]
@@ -66,7 +67,8 @@ TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, SERVICE_TOKEN_TTL_SECONDS, MFA_REQ
 TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
 MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
 AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
-AUDIT_CHECKPOINT_INTERVAL_SECONDS. See README.md.`;
+AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
+HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS. See README.md.`;
 
 function fail(message: string): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -103,6 +105,8 @@ function stopOnSignals(close: () => Promise<void>, log: Logger): void {
 async function serve(): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: config.logLevel });
+  // One connection's stray error must not stop the process (src/server/last-resort.ts).
+  installLastResortGuard(log);
   const core = await startCore({ config, log });
   stopOnSignals(() => core.close(), log);
 }
@@ -128,6 +132,7 @@ async function demo(): Promise<void> {
   if (keyNote) generated.push(keyNote);
   if (checkpointKeyNote) generated.push(checkpointKeyNote);
   const log = createLogger({ level: config.logLevel });
+  installLastResortGuard(log);
   const core = await startCore({ config, log });
   let retrievalPlugin: { close(): Promise<void> } | undefined;
   stopOnSignals(async () => {

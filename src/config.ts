@@ -4,6 +4,7 @@ import { type CheckpointKeys, checkpointKeysFrom } from "./audit/checkpoint-keys
 import { type DataKeys, parseDataKeys } from "./crypto/secret-box.js";
 import { parseAllowedHosts } from "./gateway/host-policy.js";
 import type { LogLevel } from "./log.js";
+import { type ListenerLimits, listenerDefaults } from "./server/limits.js";
 
 /**
  * Configuration comes from the environment only (secrets included). Each
@@ -44,6 +45,8 @@ export interface Config {
   dataKeys: DataKeys;
   /** Largest request body accepted on any protocol. */
   maxBodyBytes: number;
+  /** Connection caps and timeouts of the listener (docs/architecture.md). */
+  listener: ListenerLimits;
   /** The operator lane (docs/operator-lane.md). */
   gateway: {
     /** PLUGIN_ALLOWED_HOSTS: hosts plugin manifests may name without an explicit exception. */
@@ -155,6 +158,42 @@ function pluginAllowedHosts(env: NodeJS.ProcessEnv, problems: string[]): string[
 export const embeddedDatabaseDir = (config: Pick<Config, "dataDir">): string =>
   join(config.dataDir, "pglite");
 
+function listenerLimits(env: NodeJS.ProcessEnv, problems: string[]): ListenerLimits {
+  const d = listenerDefaults;
+  return {
+    http1: {
+      ...d.http1,
+      headersTimeoutMs: intVar(
+        env,
+        "HTTP1_HEADERS_TIMEOUT_MS",
+        d.http1.headersTimeoutMs,
+        1000,
+        60_000,
+        problems,
+      ),
+    },
+    h2IdleTimeoutMs: intVar(
+      env,
+      "HTTP2_IDLE_TIMEOUT_MS",
+      d.h2IdleTimeoutMs,
+      1000,
+      3_600_000,
+      problems,
+    ),
+    connections: {
+      max: intVar(env, "MAX_CONNECTIONS", d.connections.max, 1, 1_000_000, problems),
+      maxPerAddress: intVar(
+        env,
+        "MAX_CONNECTIONS_PER_ADDRESS",
+        d.connections.maxPerAddress,
+        0,
+        1_000_000,
+        problems,
+      ),
+    },
+  };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): LoadedConfig {
   const problems: string[] = [];
   const generated: string[] = [];
@@ -249,6 +288,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
+    listener: listenerLimits(env, problems),
     gateway: {
       allowedHosts: pluginAllowedHosts(env, problems),
       defaultTimeoutMs: intVar(env, "GATEWAY_TIMEOUT_MS", 10_000, 10, 600_000, problems),

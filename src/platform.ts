@@ -198,6 +198,8 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       port: config.port,
       host: config.host,
       tls: config.tls,
+      ...config.listener,
+      log,
     });
     log.info(
       { url: server.url, tls: config.tls !== undefined, db: db.kind },

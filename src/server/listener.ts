@@ -3,29 +3,51 @@ import {
   createServer as createHttp1Server,
   type RequestListener as HttpRequestListener,
 } from "node:http";
-import { createServer as createH2cServer, createSecureServer, type Http2Session } from "node:http2";
+import {
+  createServer as createH2cServer,
+  createSecureServer,
+  type Http2Session,
+  type ServerHttp2Session,
+} from "node:http2";
 import {
   type AddressInfo,
   createServer as createTcpServer,
   type Server,
   type Socket,
 } from "node:net";
+import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse, RequestListener } from "./app.js";
+import { guardConnections } from "./connection-gate.js";
+import { closeWhenIdle } from "./h2-idle.js";
+import { type ConnectionLimits, type Http1Limits, listenerDefaults } from "./limits.js";
 
 export interface ListenOptions {
   port: number;
   host: string;
   tls?: { certFile: string; keyFile: string } | undefined;
-  /**
-   * HTTP/1.1 limits (Node's defaults: 60 s to receive a request's headers, 300 s for the
-   * whole request, checked every 30 s); for tests.
-   */
-  http1?: { headersTimeoutMs?: number; requestTimeoutMs?: number; checkIntervalMs?: number };
+  /** HTTP/1.1 timeouts (defaults: `listenerDefaults.http1`, src/server/limits.ts). */
+  http1?: Partial<Http1Limits>;
+  /** An HTTP/2 session with no open stream for this long is closed (default 120 s). */
+  h2IdleTimeoutMs?: number;
+  /** Caps on open connections, in total and per client address. */
+  connections?: Partial<ConnectionLimits>;
+  /** Where refused connections and accept failures are reported. */
+  log?: Logger;
+}
+
+export interface ListenerStats {
+  /** Open connections (sockets), whatever their protocol. */
+  connections: number;
+  /** Requests (HTTP/1.1 requests, HTTP/2 streams) being answered. */
+  requests: number;
+  /** Connections closed by a cap since the server started. */
+  refusedConnections: number;
 }
 
 export interface RunningServer {
   readonly port: number;
   readonly url: string;
+  stats(): ListenerStats;
   /** Stops accepting, lets in-flight requests finish (up to graceMs), then closes every connection. */
   close(graceMs?: number): Promise<void>;
 }
@@ -39,6 +61,8 @@ export async function listen(
   listener: RequestListener,
   options: ListenOptions,
 ): Promise<RunningServer> {
+  const http1Limits: Http1Limits = { ...listenerDefaults.http1, ...options.http1 };
+  const h2IdleTimeoutMs = options.h2IdleTimeoutMs ?? listenerDefaults.h2IdleTimeoutMs;
   const sockets = new Set<Socket>();
   const sessions = new Set<Http2Session>();
   const inflight = new Set<NodeResponse>();
@@ -56,17 +80,32 @@ export async function listen(
 
   // With TLS, only TLS: Node's secure HTTP/2 server picks h2 or http/1.1 by ALPN and
   // never answers plaintext. Without TLS, the connection preface tells HTTP/1.1 from h2c.
-  const plaintext = options.tls ? undefined : plaintextServer(tracked, options.http1 ?? {});
-  const server: Server = options.tls
+  const plaintext = options.tls ? undefined : plaintextServer(tracked, http1Limits);
+  const secure = options.tls
     ? createSecureServer(
         {
           cert: readFileSync(options.tls.certFile),
           key: readFileSync(options.tls.keyFile),
           allowHTTP1: true,
+          // A client that never finishes its handshake holds the socket no longer than one
+          // that never sends a recognisable preface in plaintext.
+          handshakeTimeout: SNIFF_TIMEOUT_MS,
         },
         tracked,
       )
-    : (plaintext?.server as Server);
+    : undefined;
+  // HTTP/1.1 over TLS: the same timeouts. (Without keepAliveTimeout, which Node's secure
+  // HTTP/2 server leaves unset, an idle keep-alive connection would stay open for ever.)
+  if (secure) Object.assign(secure, http1ServerTimeouts(http1Limits));
+  const server: Server = secure ?? (plaintext?.server as Server);
+  for (const h2 of [secure, plaintext?.h2c]) {
+    h2?.on("session", (session: ServerHttp2Session) => closeWhenIdle(session, h2IdleTimeoutMs));
+  }
+  const gate = guardConnections(
+    server,
+    { ...listenerDefaults.connections, ...options.connections },
+    options.log,
+  );
   server.on("connection", (socket: Socket) => {
     // Small RPC frames must not wait for Nagle's algorithm (40 ms stalls on HTTP/2).
     socket.setNoDelay(true);
@@ -81,6 +120,15 @@ export async function listen(
       resolve();
     });
   });
+  // After listening, an error is a connection that could not be accepted. (Out of file
+  // descriptors, libuv closes such connections itself and reports only when that fails
+  // too.) It costs that connection, not the process.
+  server.on("error", (err: NodeJS.ErrnoException) =>
+    options.log?.error(
+      { error_code: err.code, syscall: err.syscall },
+      "accepting a connection failed",
+    ),
+  );
   // The HTTP/1.1 server never listens itself; told that its port is open, it starts the
   // timer that enforces its header and request timeouts (else a slow client holds a socket).
   plaintext?.http1.emit("listening");
@@ -90,6 +138,11 @@ export async function listen(
   return {
     port,
     url: `${options.tls ? "https" : "http"}://${host}:${port}`,
+    stats: () => ({
+      connections: sockets.size,
+      requests: inflight.size,
+      refusedConnections: gate.refused(),
+    }),
     async close(graceMs = 5000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Stops its timeout timer and closes its idle keep-alive connections.
@@ -124,22 +177,13 @@ const SNIFF_TIMEOUT_MS = 10_000;
  */
 function plaintextServer(
   listener: RequestListener,
-  timeouts: NonNullable<ListenOptions["http1"]>,
-): { server: Server; http1: ReturnType<typeof createHttp1Server> } {
-  const http1 = createHttp1Server(
-    {
-      ...(timeouts.headersTimeoutMs !== undefined
-        ? { headersTimeout: timeouts.headersTimeoutMs }
-        : {}),
-      ...(timeouts.requestTimeoutMs !== undefined
-        ? { requestTimeout: timeouts.requestTimeoutMs }
-        : {}),
-      ...(timeouts.checkIntervalMs !== undefined
-        ? { connectionsCheckingInterval: timeouts.checkIntervalMs }
-        : {}),
-    },
-    listener as HttpRequestListener,
-  );
+  limits: Http1Limits,
+): {
+  server: Server;
+  http1: ReturnType<typeof createHttp1Server>;
+  h2c: ReturnType<typeof createH2cServer>;
+} {
+  const http1 = createHttp1Server(http1ServerTimeouts(limits), listener as HttpRequestListener);
   const h2c = createH2cServer(listener);
   const server = createTcpServer((socket) => {
     let seen: Buffer | undefined;
@@ -168,5 +212,15 @@ function plaintextServer(
     socket.setTimeout(SNIFF_TIMEOUT_MS);
     socket.on("timeout", onTimeout);
   });
-  return { server, http1 };
+  return { server, http1, h2c };
+}
+
+/** Node's names for the HTTP/1.1 limits (options of `http.createServer`, and properties). */
+function http1ServerTimeouts(limits: Http1Limits) {
+  return {
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionsCheckingInterval: limits.checkIntervalMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+  };
 }

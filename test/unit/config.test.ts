@@ -56,6 +56,43 @@ describe("configuration", () => {
     ]);
   });
 
+  it("reads the listener's connection caps and timeouts, with bounded defaults", () => {
+    const defaults = loadConfig(good).config.listener;
+    expect(defaults.http1.headersTimeoutMs + defaults.http1.checkIntervalMs).toBeLessThanOrEqual(
+      30_000,
+    );
+    expect(defaults.h2IdleTimeoutMs).toBeLessThanOrEqual(300_000);
+    expect(defaults.connections.max).toBeGreaterThan(0);
+    expect(defaults.connections.maxPerAddress).toBeGreaterThan(0);
+    const { config } = loadConfig({
+      ...good,
+      MAX_CONNECTIONS: "500",
+      MAX_CONNECTIONS_PER_ADDRESS: "0",
+      HTTP2_IDLE_TIMEOUT_MS: "30000",
+      HTTP1_HEADERS_TIMEOUT_MS: "10000",
+    });
+    expect(config.listener).toMatchObject({
+      connections: { max: 500, maxPerAddress: 0 },
+      h2IdleTimeoutMs: 30_000,
+      http1: { headersTimeoutMs: 10_000 },
+    });
+    const problems = problemsOf({
+      ...good,
+      MAX_CONNECTIONS: "0",
+      MAX_CONNECTIONS_PER_ADDRESS: "-1",
+      HTTP2_IDLE_TIMEOUT_MS: "10",
+      HTTP1_HEADERS_TIMEOUT_MS: "600000",
+    }).join("\n");
+    for (const name of [
+      "MAX_CONNECTIONS ",
+      "MAX_CONNECTIONS_PER_ADDRESS",
+      "HTTP2_IDLE_TIMEOUT_MS",
+      "HTTP1_HEADERS_TIMEOUT_MS",
+    ]) {
+      expect(problems).toContain(name);
+    }
+  });
+
   it.each([
     ["missing", {}],
     ["too short", { JWT_SECRET: "short-but-random-x9" }],
