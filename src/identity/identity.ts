@@ -5,7 +5,7 @@ import type { Logger } from "../log.js";
 import type { Queryable } from "../storage/index.js";
 import type { Mfa } from "./mfa.js";
 import { checkPasswordPolicy } from "./password-policy.js";
-import type { PasswordHasher } from "./passwords.js";
+import { normalizePassword, type PasswordHasher } from "./passwords.js";
 import type { ServiceAccountStore } from "./service-account-store.js";
 import { createSessionRevoker, type SessionState, type SessionStore } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
@@ -404,7 +404,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
         });
       }
       checkPasswordPolicy(newPassword, user.username, "new_password");
-      if (newPassword === currentPassword) {
+      if (normalizePassword(newPassword) === normalizePassword(currentPassword)) {
         throw invalidArgument("PASSWORD_UNCHANGED", "the new password is the current one", {
           field: "new_password",
         });
