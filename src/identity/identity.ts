@@ -7,7 +7,12 @@ import type { Mfa } from "./mfa.js";
 import { checkPasswordPolicy } from "./password-policy.js";
 import { normalizePassword, type PasswordHasher } from "./passwords.js";
 import type { ServiceAccountStore } from "./service-account-store.js";
-import { createSessionRevoker, type SessionState, type SessionStore } from "./session-store.js";
+import {
+  createSessionRevoker,
+  type IssuedRefreshToken,
+  type SessionState,
+  type SessionStore,
+} from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
@@ -169,20 +174,46 @@ export function createIdentity(deps: IdentityDeps): Identity {
     cacheOptions,
   );
 
-  async function issueFor(user: UserState, sessionId: string, refreshToken: string) {
+  /** An access token lives no longer than its session. */
+  const accessTtl = (session: IssuedRefreshToken) =>
+    Math.min(deps.live.tokenTtlSeconds(), session.sessionExpiresIn);
+
+  async function issueFor(user: UserState, session: IssuedRefreshToken): Promise<IssuedTokens> {
     const access = await tokens.issue({
       id: user.id,
       username: user.username,
       roles: user.roles,
-      sessionId,
-      ttlSeconds: deps.live.tokenTtlSeconds(),
+      sessionId: session.sessionId,
+      ttlSeconds: accessTtl(session),
     });
     return {
       token: access.token,
       expiresIn: access.expiresIn,
-      refreshToken,
-      refreshExpiresIn: deps.refreshTtlSeconds,
+      refreshToken: session.refreshToken,
+      refreshExpiresIn: session.refreshExpiresIn,
     };
+  }
+
+  /** Ends a session whose refresh a re-check refused, and records why. */
+  async function refuseRefresh(
+    meta: RequestMeta,
+    outcome: { sessionId: string; userId: string },
+    cause: "user_inactive" | "unknown_user" | "mfa_enrollment_required",
+  ): Promise<void> {
+    await sessions.revoke(outcome.sessionId, cause);
+    sessionStates.forget(outcome.sessionId);
+    log.info(
+      { event: "refresh_refused", cause, user_id: outcome.userId, session_id: outcome.sessionId },
+      "refresh refused: session ended",
+    );
+    await record(meta, {
+      actorType: "user",
+      actorId: outcome.userId,
+      action: "refresh",
+      target: `session:${outcome.sessionId}`,
+      outcome: "denied",
+      details: { cause, session_revoked: true },
+    });
   }
 
   const check = createTokenValidation({
@@ -286,11 +317,11 @@ export function createIdentity(deps: IdentityDeps): Identity {
           roles: user.roles,
           sessionId: session.sessionId,
           scope: mfaEnrollScope,
-          ttlSeconds: deps.live.tokenTtlSeconds(),
+          ttlSeconds: accessTtl(session),
         });
         return { ...access, refreshToken: "", refreshExpiresIn: 0 };
       }
-      return issueFor(user, session.sessionId, session.refreshToken);
+      return issueFor(user, session);
     },
 
     async refresh(refreshToken, meta) {
@@ -317,13 +348,22 @@ export function createIdentity(deps: IdentityDeps): Identity {
       if (outcome.kind !== "rotated") {
         throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
       }
-      const user = await userStates.get(outcome.userId);
-      if (user === null || !user.isActive) {
-        await sessions.revoke(outcome.sessionId, "user_inactive");
-        sessionStates.forget(outcome.sessionId);
+      // Everything login checks, afresh (not from the validation cache): the account exists
+      // and is active, MFA when it is required, and the roles the new token carries.
+      const user = await users.findById(outcome.userId);
+      if (user === undefined || !user.isActive) {
+        await refuseRefresh(meta, outcome, user ? "user_inactive" : "unknown_user");
         throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
       }
-      return issueFor(user, outcome.sessionId, outcome.refreshToken);
+      if (deps.live.mfaRequired() && !user.mfaEnabled) {
+        // Login would give this user an enrolment-only token and no refresh token: log in again.
+        await refuseRefresh(meta, outcome, "mfa_enrollment_required");
+        throw unauthenticated(
+          "MFA_ENROLLMENT_REQUIRED",
+          "MFA is required and this account has none: log in again to enrol",
+        );
+      }
+      return issueFor(user, outcome);
     },
 
     async logout(caller, meta) {

@@ -14,6 +14,7 @@ const hsConfig: JwtConfig = {
   audience: "traitgate",
   ttlSeconds: 900,
   refreshTtlSeconds: 3600,
+  sessionMaxLifetimeSeconds: 43_200,
   serviceTtlSeconds: 600,
 };
 const subject = {
