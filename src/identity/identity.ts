@@ -6,6 +6,7 @@ import type { Queryable } from "../storage/index.js";
 import type { Mfa } from "./mfa.js";
 import { checkPasswordPolicy } from "./password-policy.js";
 import { normalizePassword, type PasswordHasher } from "./passwords.js";
+import { createRefresh } from "./refresh.js";
 import type { ServiceAccountStore } from "./service-account-store.js";
 import {
   createSessionRevoker,
@@ -194,28 +195,6 @@ export function createIdentity(deps: IdentityDeps): Identity {
     };
   }
 
-  /** Ends a session whose refresh a re-check refused, and records why. */
-  async function refuseRefresh(
-    meta: RequestMeta,
-    outcome: { sessionId: string; userId: string },
-    cause: "user_inactive" | "unknown_user" | "mfa_enrollment_required",
-  ): Promise<void> {
-    await sessions.revoke(outcome.sessionId, cause);
-    sessionStates.forget(outcome.sessionId);
-    log.info(
-      { event: "refresh_refused", cause, user_id: outcome.userId, session_id: outcome.sessionId },
-      "refresh refused: session ended",
-    );
-    await record(meta, {
-      actorType: "user",
-      actorId: outcome.userId,
-      action: "refresh",
-      target: `session:${outcome.sessionId}`,
-      outcome: "denied",
-      details: { cause, session_revoked: true },
-    });
-  }
-
   const check = createTokenValidation({
     tokens,
     userStates,
@@ -232,6 +211,17 @@ export function createIdentity(deps: IdentityDeps): Identity {
   /** An identity event, committed before the caller gets an answer (fail closed). */
   const record = (meta: RequestMeta, event: Omit<AuditEventInput, "requestId">) =>
     audit.write({ ...event, requestId: meta.requestId });
+
+  const refresh = createRefresh({
+    sessions,
+    users,
+    live: deps.live,
+    log,
+    refreshTtlSeconds: deps.refreshTtlSeconds,
+    record,
+    forgetSession: (id) => sessionStates.forget(id),
+    issueFor,
+  });
 
   return {
     jwks: tokens.jwks,
@@ -324,47 +314,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
       return issueFor(user, session);
     },
 
-    async refresh(refreshToken, meta) {
-      const outcome = await sessions.refresh(refreshToken, deps.refreshTtlSeconds);
-      if (outcome.kind === "reused") {
-        sessionStates.forget(outcome.sessionId);
-        log.warn(
-          { event: "refresh_token_reused", user_id: outcome.userId, session_id: outcome.sessionId },
-          "a used refresh token was presented again: session revoked",
-        );
-        await record(meta, {
-          actorType: "user",
-          actorId: outcome.userId,
-          action: "refresh",
-          target: `session:${outcome.sessionId}`,
-          outcome: "denied",
-          details: { cause: "refresh_token_reused", session_revoked: true },
-        });
-        throw unauthenticated(
-          "REFRESH_TOKEN_REUSED",
-          "refresh token was already used; session revoked",
-        );
-      }
-      if (outcome.kind !== "rotated") {
-        throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
-      }
-      // Everything login checks, afresh (not from the validation cache): the account exists
-      // and is active, MFA when it is required, and the roles the new token carries.
-      const user = await users.findById(outcome.userId);
-      if (user === undefined || !user.isActive) {
-        await refuseRefresh(meta, outcome, user ? "user_inactive" : "unknown_user");
-        throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
-      }
-      if (deps.live.mfaRequired() && !user.mfaEnabled) {
-        // Login would give this user an enrolment-only token and no refresh token: log in again.
-        await refuseRefresh(meta, outcome, "mfa_enrollment_required");
-        throw unauthenticated(
-          "MFA_ENROLLMENT_REQUIRED",
-          "MFA is required and this account has none: log in again to enrol",
-        );
-      }
-      return issueFor(user, outcome);
-    },
+    refresh,
 
     async logout(caller, meta) {
       await sessions.revoke(caller.sessionId, "logout");
