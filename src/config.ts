@@ -28,6 +28,8 @@ export interface JwtConfig {
   ttlSeconds: number;
   /** Lifetime of refresh tokens (each is single-use; rotation issues the next). */
   refreshTtlSeconds: number;
+  /** A session's absolute lifetime from its login: refresh stops working after it. */
+  sessionMaxLifetimeSeconds: number;
   /** Lifetime of service-account tokens (client credentials): short, there is no revocation list. */
   serviceTtlSeconds: number;
 }
@@ -285,6 +287,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
         problems,
       ),
       serviceTtlSeconds: intVar(env, "SERVICE_TOKEN_TTL_SECONDS", 600, 60, 3600, problems),
+      sessionMaxLifetimeSeconds: intVar(
+        env,
+        "SESSION_MAX_LIFETIME_SECONDS",
+        43_200,
+        300,
+        7_776_000,
+        problems,
+      ),
     },
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),

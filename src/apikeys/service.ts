@@ -6,6 +6,7 @@ import {
   ApiKeyStatus,
 } from "../../gen/traitgate/admin/v1/api_keys_pb.js";
 import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { noStore } from "../server/no-store.js";
 import type { ApiKeyRecord, ApiKeyStatusFilter } from "./api-key-store.js";
 import type {
   ApiKeyActor,
@@ -33,6 +34,7 @@ export function createApiKeyService(apiKeys: ApiKeys): ServiceImpl<typeof ApiKey
 
   return {
     async createApiKey(req, ctx) {
+      noStore(ctx);
       const { record, key } = await apiKeys.create(actor(ctx), meta(ctx), {
         name: req.name,
         scopes: req.scopes,

@@ -9,6 +9,7 @@ import {
 } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
 import { invalidArgument, unauthenticated } from "../errors.js";
 import { principalKey, requestIdKey, staffPrincipal } from "../server/context.js";
+import { noStore } from "../server/no-store.js";
 import type { OperatorAllowlist } from "./allowlist.js";
 import type { AllowlistEntry } from "./allowlist-store.js";
 import type { Gateway } from "./gateway.js";
@@ -28,6 +29,7 @@ export function createPluginRegistryService(
 ): ServiceImpl<typeof PluginRegistryService> {
   return {
     async registerPlugin(req, ctx) {
+      noStore(ctx);
       const created = await registry.register(
         actor(ctx),
         meta(ctx),
@@ -43,6 +45,7 @@ export function createPluginRegistryService(
       return { plugin: toMessage(await registry.get(req.pluginId)) };
     },
     async updatePlugin(req, ctx) {
+      noStore(ctx);
       const input = manifestInput(req.manifest);
       if (input.id !== "" && input.id !== req.pluginId) {
         throw invalidArgument(
@@ -76,6 +79,7 @@ export function createPluginRegistryService(
       return {};
     },
     async rotatePluginCredentials(req, ctx) {
+      noStore(ctx);
       const rotated = await registry.rotateCredentials(actor(ctx), meta(ctx), req.pluginId);
       return { plugin: toMessage(rotated.plugin), credentials: rotated.credentials };
     },

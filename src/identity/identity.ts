@@ -5,9 +5,15 @@ import type { Logger } from "../log.js";
 import type { Queryable } from "../storage/index.js";
 import type { Mfa } from "./mfa.js";
 import { checkPasswordPolicy } from "./password-policy.js";
-import type { PasswordHasher } from "./passwords.js";
+import { normalizePassword, type PasswordHasher } from "./passwords.js";
+import { createRefresh } from "./refresh.js";
 import type { ServiceAccountStore } from "./service-account-store.js";
-import { createSessionRevoker, type SessionState, type SessionStore } from "./session-store.js";
+import {
+  createSessionRevoker,
+  type IssuedRefreshToken,
+  type SessionState,
+  type SessionStore,
+} from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
 import type { LoginThrottle } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
@@ -169,19 +175,23 @@ export function createIdentity(deps: IdentityDeps): Identity {
     cacheOptions,
   );
 
-  async function issueFor(user: UserState, sessionId: string, refreshToken: string) {
+  /** An access token lives no longer than its session. */
+  const accessTtl = (session: IssuedRefreshToken) =>
+    Math.min(deps.live.tokenTtlSeconds(), session.sessionExpiresIn);
+
+  async function issueFor(user: UserState, session: IssuedRefreshToken): Promise<IssuedTokens> {
     const access = await tokens.issue({
       id: user.id,
       username: user.username,
       roles: user.roles,
-      sessionId,
-      ttlSeconds: deps.live.tokenTtlSeconds(),
+      sessionId: session.sessionId,
+      ttlSeconds: accessTtl(session),
     });
     return {
       token: access.token,
       expiresIn: access.expiresIn,
-      refreshToken,
-      refreshExpiresIn: deps.refreshTtlSeconds,
+      refreshToken: session.refreshToken,
+      refreshExpiresIn: session.refreshExpiresIn,
     };
   }
 
@@ -201,6 +211,17 @@ export function createIdentity(deps: IdentityDeps): Identity {
   /** An identity event, committed before the caller gets an answer (fail closed). */
   const record = (meta: RequestMeta, event: Omit<AuditEventInput, "requestId">) =>
     audit.write({ ...event, requestId: meta.requestId });
+
+  const refresh = createRefresh({
+    sessions,
+    users,
+    live: deps.live,
+    log,
+    refreshTtlSeconds: deps.refreshTtlSeconds,
+    record,
+    forgetSession: (id) => sessionStates.forget(id),
+    issueFor,
+  });
 
   return {
     jwks: tokens.jwks,
@@ -286,45 +307,14 @@ export function createIdentity(deps: IdentityDeps): Identity {
           roles: user.roles,
           sessionId: session.sessionId,
           scope: mfaEnrollScope,
-          ttlSeconds: deps.live.tokenTtlSeconds(),
+          ttlSeconds: accessTtl(session),
         });
         return { ...access, refreshToken: "", refreshExpiresIn: 0 };
       }
-      return issueFor(user, session.sessionId, session.refreshToken);
+      return issueFor(user, session);
     },
 
-    async refresh(refreshToken, meta) {
-      const outcome = await sessions.refresh(refreshToken, deps.refreshTtlSeconds);
-      if (outcome.kind === "reused") {
-        sessionStates.forget(outcome.sessionId);
-        log.warn(
-          { event: "refresh_token_reused", user_id: outcome.userId, session_id: outcome.sessionId },
-          "a used refresh token was presented again: session revoked",
-        );
-        await record(meta, {
-          actorType: "user",
-          actorId: outcome.userId,
-          action: "refresh",
-          target: `session:${outcome.sessionId}`,
-          outcome: "denied",
-          details: { cause: "refresh_token_reused", session_revoked: true },
-        });
-        throw unauthenticated(
-          "REFRESH_TOKEN_REUSED",
-          "refresh token was already used; session revoked",
-        );
-      }
-      if (outcome.kind !== "rotated") {
-        throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
-      }
-      const user = await userStates.get(outcome.userId);
-      if (user === null || !user.isActive) {
-        await sessions.revoke(outcome.sessionId, "user_inactive");
-        sessionStates.forget(outcome.sessionId);
-        throw unauthenticated("INVALID_REFRESH_TOKEN", "refresh token is not valid");
-      }
-      return issueFor(user, outcome.sessionId, outcome.refreshToken);
-    },
+    refresh,
 
     async logout(caller, meta) {
       await sessions.revoke(caller.sessionId, "logout");
@@ -404,7 +394,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
         });
       }
       checkPasswordPolicy(newPassword, user.username, "new_password");
-      if (newPassword === currentPassword) {
+      if (normalizePassword(newPassword) === normalizePassword(currentPassword)) {
         throw invalidArgument("PASSWORD_UNCHANGED", "the new password is the current one", {
           field: "new_password",
         });

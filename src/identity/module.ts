@@ -100,7 +100,9 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     clock,
     log,
     throttle,
-    sessions: createSessionStore(deps.db),
+    sessions: createSessionStore(deps.db, {
+      maxLifetimeSeconds: deps.jwt.sessionMaxLifetimeSeconds,
+    }),
     mfa: createMfa({
       db: deps.db,
       box: createSecretBox(deps.dataKeys),

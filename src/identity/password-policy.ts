@@ -1,10 +1,12 @@
 import { invalidArgument } from "../errors.js";
+import { normalizePassword } from "./passwords.js";
 
 /**
  * The password policy, after NIST SP 800-63B §5.1.1.2: a minimum and a maximum length,
  * no composition rules (no "one digit, one symbol"), and a refusal of passwords that are
  * known to be common, predictable or taken from the context (the username, the service).
- * Lengths count Unicode code points, so that "pässwörd" is eight characters.
+ * Lengths count Unicode code points of the password's NFKC form, the form that is hashed and
+ * compared, so that "pässwörd" is eight characters however its accents were typed.
  */
 
 export const minPasswordLength = 12;
@@ -290,7 +292,7 @@ export type PasswordProblem = "PASSWORD_TOO_SHORT" | "PASSWORD_TOO_LONG" | "PASS
 
 /** What is wrong with a password under the policy, or undefined when it is acceptable. */
 export function passwordProblem(password: string, username?: string): PasswordProblem | undefined {
-  const n = length(password);
+  const n = length(normalizePassword(password));
   if (n < minPasswordLength) return "PASSWORD_TOO_SHORT";
   if (n > maxPasswordLength) return "PASSWORD_TOO_LONG";
   const folded = fold(password);

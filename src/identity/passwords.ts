@@ -12,9 +12,20 @@ import { createLimiter } from "../limiter.js";
  */
 export const argon2Options = { memoryCost: 19_456, timeCost: 2, parallelism: 1 } as const;
 
+/**
+ * Passwords are compared in Unicode NFKC (NIST SP 800-63B §5.1.1.2): "é" typed as one code point
+ * or as "e" and a combining accent, or a full-width "Ａ" and a plain "A", are the same password.
+ */
+export const normalizePassword = (password: string): string => password.normalize("NFKC");
+
 export interface PasswordHasher {
+  /** Hashes the password's NFKC form. */
   hash(password: string): Promise<string>;
-  /** Constant-time comparison inside argon2; false on any malformed hash. */
+  /**
+   * Constant-time comparison inside argon2; false on any malformed hash. The NFKC form is
+   * checked first; then, when NFKC changes the input, the input as typed, which is what a hash
+   * made before passwords were normalised was made of.
+   */
   verify(passwordHash: string, password: string): Promise<boolean>;
   /**
    * Spends the same time as a real verification, for logins of unknown users,
@@ -30,11 +41,19 @@ export async function createPasswordHasher(
   const dummyHash = await hash(randomBytes(32), argon2Options);
   const check = (passwordHash: string, password: string) =>
     limiter.run(() => verify(passwordHash, password)).catch(() => false);
+  // Hashes made since normalisation are of NFKC forms, which NFKC leaves as they are: the
+  // fallback to the input as typed can only match a hash of exactly that input.
+  const verifyEither = async (passwordHash: string, password: string) => {
+    const normalized = normalizePassword(password);
+    if (await check(passwordHash, normalized)) return true;
+    return normalized !== password && check(passwordHash, password);
+  };
   return {
-    hash: (password) => limiter.run(() => hash(password, argon2Options)),
-    verify: check,
+    hash: (password) => limiter.run(() => hash(normalizePassword(password), argon2Options)),
+    verify: verifyEither,
     async verifyDummy(password) {
-      await check(dummyHash, password);
+      // The same one or two verifications as for a real user, so time tells nothing.
+      await verifyEither(dummyHash, password);
     },
   };
 }

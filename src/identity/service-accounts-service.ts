@@ -7,6 +7,7 @@ import {
 import type { ServiceModule } from "../server/app.js";
 import { requestIdKey, staffPrincipal } from "../server/context.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
+import { noStore } from "../server/no-store.js";
 import type { ServiceAccount, ServiceAccounts } from "./service-accounts.js";
 import { type AdminActor, type AdminRequestMeta, adminRole } from "./user-admin.js";
 
@@ -16,6 +17,7 @@ export function createServiceAccountAdminService(
 ): ServiceImpl<typeof ServiceAccountAdminService> {
   return {
     async createServiceAccount(req, ctx) {
+      noStore(ctx);
       const created = await accounts.create(actor(ctx), meta(ctx), {
         name: req.name,
         description: req.description,
@@ -44,6 +46,7 @@ export function createServiceAccountAdminService(
       return { serviceAccount: toMessage(account) };
     },
     async rotateServiceAccountSecret(req, ctx) {
+      noStore(ctx);
       const rotated = await accounts.rotateSecret(
         actor(ctx),
         meta(ctx),

@@ -8,6 +8,7 @@ import {
   requestIdKey,
   staffPrincipal,
 } from "../server/context.js";
+import { noStore } from "../server/no-store.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 import type { ServiceAccounts } from "./service-accounts.js";
 
@@ -18,10 +19,12 @@ export function createIdentityService(
 ): ServiceImpl<typeof IdentityService> {
   return {
     async login(req, ctx) {
+      noStore(ctx);
       const { username, password, totpCode } = req;
       return tokensReply(await identity.login(username, password, meta(ctx), totpCode));
     },
     async refresh(req, ctx) {
+      noStore(ctx);
       return tokensReply(await identity.refresh(req.refreshToken, meta(ctx)));
     },
     async logout(_req, ctx) {
@@ -32,9 +35,11 @@ export function createIdentityService(
       return { sessionsRevoked: await identity.logoutAll(caller(ctx), meta(ctx)) };
     },
     async enrollMfa(_req, ctx) {
+      noStore(ctx);
       return identity.mfa.enroll(caller(ctx), meta(ctx));
     },
     async activateMfa(req, ctx) {
+      noStore(ctx);
       return identity.mfa.activate(caller(ctx), req.code, meta(ctx));
     },
     async disableMfa(req, ctx) {
@@ -42,6 +47,7 @@ export function createIdentityService(
       return {};
     },
     async token(req, ctx) {
+      noStore(ctx);
       const { clientId, clientSecret } = clientCredentials(
         req.clientId,
         req.clientSecret,

@@ -6,6 +6,11 @@ import type { Database, Queryable } from "../storage/index.js";
  * and stored as its SHA-256; using it marks it used and issues the next one
  * in the same session (rotation). Presenting a used token again means it was
  * stolen or replayed, and the whole session is revoked.
+ *
+ * A session also has an absolute lifetime, counted from its login (`sessions.created_at`, which
+ * rotations keep): no refresh token outlives it, and once it is over no refresh succeeds
+ * (OWASP ASVS 3.3): the user logs in again. Sessions opened before this limit existed have
+ * their login time too, so the limit applies to them alike.
  */
 
 export interface SessionState {
@@ -14,17 +19,25 @@ export interface SessionState {
   revoked: boolean;
 }
 
+/** A refresh token just issued, and how long it and its session have left, in seconds. */
+export interface IssuedRefreshToken {
+  sessionId: string;
+  refreshToken: string;
+  /** The refresh token's lifetime: its TTL, or what is left of the session when that is less. */
+  refreshExpiresIn: number;
+  /** Until the session's absolute end (at least 1). */
+  sessionExpiresIn: number;
+}
+
 export type RefreshOutcome =
-  | { kind: "rotated"; sessionId: string; userId: string; refreshToken: string }
+  | ({ kind: "rotated"; userId: string } & IssuedRefreshToken)
   | { kind: "unknown" | "expired" | "revoked" }
   | { kind: "reused"; sessionId: string; userId: string };
 
 export interface SessionStore {
   /** A new session with its first refresh token. */
-  create(
-    userId: string,
-    refreshTtlSeconds: number,
-  ): Promise<{ sessionId: string; refreshToken: string }>;
+  create(userId: string, refreshTtlSeconds: number): Promise<IssuedRefreshToken>;
+  /** "expired" also when the session's absolute lifetime is over. */
   refresh(refreshToken: string, refreshTtlSeconds: number): Promise<RefreshOutcome>;
   find(sessionId: string): Promise<SessionState | undefined>;
   revoke(sessionId: string, reason: string): Promise<boolean>;
@@ -43,33 +56,44 @@ interface TokenRow {
   expired: boolean;
   used: boolean;
   revoked: boolean;
+  /** Whole seconds until the session's absolute end; 0 or less once it is over. */
+  session_left: number;
 }
 
-export function createSessionStore(db: Database): SessionStore {
+export interface SessionStoreOptions {
+  /** A session's absolute lifetime from its login, in seconds (SESSION_MAX_LIFETIME_SECONDS). */
+  maxLifetimeSeconds: number;
+}
+
+export function createSessionStore(db: Database, options: SessionStoreOptions): SessionStore {
+  const { maxLifetimeSeconds } = options;
   return {
     async create(userId, ttl) {
       const sessionId = randomUUID();
       const refreshToken = newRefreshToken();
+      const refreshExpiresIn = Math.min(ttl, maxLifetimeSeconds);
       await db.transaction(async (tx) => {
         await tx.query("INSERT INTO sessions (id, user_id) VALUES ($1, $2)", [sessionId, userId]);
         await tx.query(
           `INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
            VALUES ($1, $2, now() + make_interval(secs => $3))`,
-          [hashRefreshToken(refreshToken), sessionId, ttl],
+          [hashRefreshToken(refreshToken), sessionId, refreshExpiresIn],
         );
       });
-      return { sessionId, refreshToken };
+      return { sessionId, refreshToken, refreshExpiresIn, sessionExpiresIn: maxLifetimeSeconds };
     },
 
     async refresh(refreshToken, ttl) {
       return db.transaction(async (tx) => {
         const { rows } = await tx.query<TokenRow>(
           `SELECT t.session_id, s.user_id, t.expires_at <= now() AS expired,
-                  t.used_at IS NOT NULL AS used, s.revoked_at IS NOT NULL AS revoked
+                  t.used_at IS NOT NULL AS used, s.revoked_at IS NOT NULL AS revoked,
+                  floor(extract(epoch FROM s.created_at + make_interval(secs => $2) - now()))::int
+                    AS session_left
              FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id
             WHERE t.token_hash = $1
             FOR UPDATE OF t, s`,
-          [hashRefreshToken(refreshToken)],
+          [hashRefreshToken(refreshToken), maxLifetimeSeconds],
         );
         const row = rows[0];
         if (row === undefined) return { kind: "unknown" };
@@ -81,21 +105,26 @@ export function createSessionStore(db: Database): SessionStore {
           );
           return { kind: "reused", sessionId: row.session_id, userId: row.user_id };
         }
-        if (row.expired) return { kind: "expired" };
+        // A session older than the limit ends here, whatever its refresh token says (those
+        // issued before the limit existed ran for their full TTL).
+        if (row.expired || row.session_left < 1) return { kind: "expired" };
         await tx.query("UPDATE refresh_tokens SET used_at = now() WHERE token_hash = $1", [
           hashRefreshToken(refreshToken),
         ]);
         const next = newRefreshToken();
+        const refreshExpiresIn = Math.min(ttl, row.session_left);
         await tx.query(
           `INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
            VALUES ($1, $2, now() + make_interval(secs => $3))`,
-          [hashRefreshToken(next), row.session_id, ttl],
+          [hashRefreshToken(next), row.session_id, refreshExpiresIn],
         );
         return {
           kind: "rotated",
           sessionId: row.session_id,
           userId: row.user_id,
           refreshToken: next,
+          refreshExpiresIn,
+          sessionExpiresIn: row.session_left,
         };
       });
     },

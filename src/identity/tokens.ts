@@ -98,7 +98,7 @@ export interface Clock {
 
 export const systemClock: Clock = { now: () => Date.now() };
 
-/** Clock skew tolerated on exp and nbf, in seconds. */
+/** Clock skew tolerated on exp, nbf and iat, in seconds (docs/identity.md, "Token claims"). */
 export const leewaySeconds = 30;
 
 /** How many verified tokens are remembered, so repeated validation skips the signature. */
@@ -261,6 +261,10 @@ export async function createTokenService(
       } catch (err) {
         return { ok: false, reason: reasonOf(err) };
       }
+      // jose checks `iat` only against a maximum age; a token issued in the future is refused
+      // here, with the same clock skew as `nbf` (a clock running ahead, or a forged date).
+      if (typeof payload.iat !== "number") return { ok: false, reason: "malformed" };
+      if (payload.iat > nowMs / 1000 + leewaySeconds) return { ok: false, reason: "not_yet_valid" };
       const claims = claimsOf(payload);
       if (claims === undefined) return { ok: false, reason: "malformed" };
       if (verified.size >= verifiedCacheSize) {

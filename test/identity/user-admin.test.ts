@@ -318,7 +318,8 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
       password: strong,
       roles: ["viewer"],
     });
-    const session = await createSessionStore(opened.db).create(u.id, 3600);
+    const sessions = createSessionStore(opened.db, { maxLifetimeSeconds: 43_200 });
+    const session = await sessions.create(u.id, 3600);
     const forgotten: string[] = [];
     const failing = createUserAdmin({
       db: opened.db,
@@ -334,7 +335,7 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
     const err = await rejection(failing.updateUser(actor, meta, { userId: u.id, isActive: false }));
     expect(err.reason).toBe("AUDIT_UNAVAILABLE");
     expect((await createUserStore(opened.db).findById(u.id))?.isActive).toBe(true);
-    expect((await createSessionStore(opened.db).find(session.sessionId))?.revoked).toBe(false);
+    expect((await sessions.find(session.sessionId))?.revoked).toBe(false);
     expect(forgotten).toEqual([]);
     // With the event written, the same change applies and names the revoked session.
     const ok = createUserAdmin({
@@ -346,7 +347,7 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
       resetMfa: async () => false,
     });
     await ok.updateUser(actor, meta, { userId: u.id, isActive: false });
-    expect((await createSessionStore(opened.db).find(session.sessionId))?.revoked).toBe(true);
+    expect((await sessions.find(session.sessionId))?.revoked).toBe(true);
     expect(forgotten).toEqual([u.id, session.sessionId]);
   });
 });

@@ -14,14 +14,27 @@ beforeAll(async () => {
 });
 afterAll(async () => server?.close());
 
-async function token(username: string, pw = password) {
+async function login(username: string, pw = password) {
   const res = await fetch(`${server.url}/auth/login`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ username, password: pw }),
   });
   expect(res.status).toBe(200);
-  return ((await res.json()) as { token: string }).token;
+  return (await res.json()) as { token: string; refresh_token: string };
+}
+
+const token = async (username: string, pw = password) => (await login(username, pw)).token;
+
+/** The status and reason of a refresh with this token. */
+async function refreshWith(refreshToken: string) {
+  const res = await fetch(`${server.url}/auth/refresh`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ refresh_token: refreshToken }),
+  });
+  const body = (await res.json()) as { details?: { reason?: string }[] };
+  return [res.status, body.details?.[0]?.reason];
 }
 
 async function call(method: string, path: string, bearer: string, body?: unknown) {
@@ -45,7 +58,8 @@ describe("user administration in the core", () => {
     expect(created.body).toMatchObject({ username: "newhire" });
     expect(created.status).toBe(200);
     const id = created.body.user_id as string;
-    const theirs = await token("newhire", "newhire-password-long");
+    const session = await login("newhire", "newhire-password-long");
+    const theirs = session.token;
     const before = await fetch(`${server.url}/auth/validate`, {
       headers: { authorization: `Bearer ${theirs}` },
     });
@@ -65,6 +79,7 @@ describe("user administration in the core", () => {
       headers: { authorization: `Bearer ${theirs}` },
     });
     expect(await after.json()).toMatchObject({ valid: false, reason: "revoked" });
+    expect(await refreshWith(session.refresh_token)).toEqual([401, "INVALID_REFRESH_TOKEN"]);
   });
 
   it("lets an admin set a user's password, after which their validated token is revoked at once", async () => {
@@ -77,7 +92,8 @@ describe("user administration in the core", () => {
     });
     expect(created.status).toBe(200);
     const id = created.body.user_id as string;
-    const theirs = await token("forgetful", "forgetful-password-long");
+    const session = await login("forgetful", "forgetful-password-long");
+    const theirs = session.token;
     // Validated once, so this process has the session's state cached.
     expect((await call("GET", "/auth/validate", theirs)).body).toMatchObject({ valid: true });
     const set = await call("POST", `/api/admin/users/${id}/password`, admin, {
@@ -88,6 +104,7 @@ describe("user administration in the core", () => {
       valid: false,
       reason: "revoked",
     });
+    expect(await refreshWith(session.refresh_token)).toEqual([401, "INVALID_REFRESH_TOKEN"]);
     await token("forgetful", "another-password-long");
   });
 

@@ -93,6 +93,17 @@ describe("configuration", () => {
     }
   });
 
+  it("reads a session's absolute lifetime, 12 hours by default, within its bounds", () => {
+    expect(loadConfig(good).config.jwt.sessionMaxLifetimeSeconds).toBe(43_200);
+    const { config } = loadConfig({ ...good, SESSION_MAX_LIFETIME_SECONDS: "3600" });
+    expect(config.jwt.sessionMaxLifetimeSeconds).toBe(3600);
+    for (const value of ["60", "7776001", "soon"]) {
+      expect(problemsOf({ ...good, SESSION_MAX_LIFETIME_SECONDS: value }).join("\n")).toContain(
+        "SESSION_MAX_LIFETIME_SECONDS",
+      );
+    }
+  });
+
   it.each([
     ["missing", {}],
     ["too short", { JWT_SECRET: "short-but-random-x9" }],

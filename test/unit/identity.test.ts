@@ -18,6 +18,7 @@ const jwt = {
   audience: "traitgate",
   ttlSeconds: 900,
   refreshTtlSeconds: 3600,
+  sessionMaxLifetimeSeconds: 43_200,
   serviceTtlSeconds: 600,
 };
 
@@ -48,12 +49,17 @@ function memorySessions(): SessionStore {
     return token;
   };
   return {
-    async create(userId) {
+    async create(userId, ttl) {
       const sessionId = crypto.randomUUID();
       sessions.set(sessionId, { userId, revoked: false });
-      return { sessionId, refreshToken: mint(sessionId) };
+      return {
+        sessionId,
+        refreshToken: mint(sessionId),
+        refreshExpiresIn: ttl,
+        sessionExpiresIn: 43_200,
+      };
     },
-    async refresh(token) {
+    async refresh(token, ttl) {
       const t = tokens.get(token);
       const s = t && sessions.get(t.sessionId);
       if (!t || !s) return { kind: "unknown" };
@@ -68,6 +74,8 @@ function memorySessions(): SessionStore {
         sessionId: t.sessionId,
         userId: s.userId,
         refreshToken: mint(t.sessionId),
+        refreshExpiresIn: ttl,
+        sessionExpiresIn: 43_200,
       };
     },
     async find(id) {
@@ -362,5 +370,31 @@ describe("identity domain", () => {
       "logout:success",
       "logout_all:success",
     ]);
+  });
+
+  it("re-checks MFA_REQUIRED on refresh: a user without MFA is refused, the session ended and audited", async () => {
+    let mfaRequired = false;
+    const { identity, users, audit } = await setup(undefined, {
+      mfaRequired: () => mfaRequired,
+      tokenTtlSeconds: () => 900,
+    });
+    await users.create({
+      username: "una",
+      email: "",
+      passwordHash: "hashed:unas-long-password",
+      roles: ["admin"],
+    });
+    const held = await identity.login("una", "unas-long-password", meta);
+    mfaRequired = true;
+    await expect(identity.refresh(held.refreshToken, meta)).rejects.toMatchObject({
+      kind: "unauthenticated",
+      reason: "MFA_ENROLLMENT_REQUIRED",
+    });
+    expect(await identity.validate(`Bearer ${held.token}`)).toMatchObject({ reason: "revoked" });
+    expect(audit.events.at(-1)).toMatchObject({
+      action: "refresh",
+      outcome: "denied",
+      details: { cause: "mfa_enrollment_required", session_revoked: true },
+    });
   });
 });

@@ -14,6 +14,7 @@ const hsConfig: JwtConfig = {
   audience: "traitgate",
   ttlSeconds: 900,
   refreshTtlSeconds: 3600,
+  sessionMaxLifetimeSeconds: 43_200,
   serviceTtlSeconds: 600,
 };
 const subject = {
@@ -77,6 +78,36 @@ describe("token service (HS256)", () => {
     expect(await earlier.verify(token)).toEqual({ ok: false, reason: "not_yet_valid" });
     const withinLeeway = await createTokenService(hsConfig, fixedClock(start + (900 + 10) * 1000));
     expect((await withinLeeway.verify(token)).ok).toBe(true);
+  });
+
+  it("refuses a token issued (iat) further in the future than the clock skew", async () => {
+    const now = Date.UTC(2026, 0, 1);
+    const tokens = await createTokenService(hsConfig, fixedClock(now));
+    const { token } = await tokens.issue(subject);
+    const header = JSON.parse(Buffer.from(token.split(".")[0] ?? "", "base64url").toString());
+    const nowSeconds = now / 1000;
+    // Signed with the right key and otherwise valid now (nbf now, exp in 15 minutes).
+    const withIat = (iat: number) =>
+      new SignJWT({ username: "alice", roles: ["viewer"], sid: subject.sessionId })
+        .setProtectedHeader({ alg: "HS256", kid: header.kid, typ: "JWT" })
+        .setIssuer("traitgate")
+        .setAudience("traitgate")
+        .setSubject(subject.id)
+        .setIssuedAt(iat)
+        .setNotBefore(nowSeconds)
+        .setExpirationTime(nowSeconds + 900)
+        .setJti(crypto.randomUUID())
+        .sign(new TextEncoder().encode(secret));
+    expect(await tokens.verify(await withIat(nowSeconds + 3600))).toEqual({
+      ok: false,
+      reason: "not_yet_valid",
+    });
+    expect(await tokens.verify(await withIat(nowSeconds + leewaySeconds + 1))).toEqual({
+      ok: false,
+      reason: "not_yet_valid",
+    });
+    expect((await tokens.verify(await withIat(nowSeconds + leewaySeconds - 1))).ok).toBe(true);
+    expect((await tokens.verify(await withIat(nowSeconds - 86_400))).ok).toBe(true);
   });
 
   it("a cached token still expires", async () => {

@@ -18,6 +18,16 @@ describe("password policy (NIST 800-63B)", () => {
     expect(passwordProblem("🦊🐙🦉🐢🦀🐝🦋🐌🦎🐬🦔🐧")).toBeUndefined();
   });
 
+  it("counts characters after NFKC normalisation, as the password is stored", () => {
+    // Eleven accented letters typed in NFD are 22 code points, but eleven characters.
+    const elevenNfd = "éèêëàâäîïôö".normalize("NFD");
+    expect([...elevenNfd]).toHaveLength(22);
+    expect(passwordProblem(elevenNfd)).toBe("PASSWORD_TOO_SHORT");
+    expect(passwordProblem(`${elevenNfd}ü`)).toBeUndefined();
+    // Six "ff" ligatures are twelve f: a repeated character.
+    expect(passwordProblem("ﬀﬀﬀﬀﬀﬀ")).toBe("PASSWORD_TOO_COMMON");
+  });
+
   it("refuses more than 1024 characters", () => {
     const long = "tangerine-orbit-".repeat(70);
     expect(passwordProblem(long.slice(0, maxPasswordLength))).toBeUndefined();
