@@ -119,7 +119,7 @@ describe("traitgate users create", () => {
     expect(JSON.parse(fromEnv.stdout)).toMatchObject({ username: "nurse", roles: ["clinician"] });
     expect(fromEnv.stdout + fromEnv.stderr).not.toContain("nurse-password-long");
     const fromStdin = await runCli(
-      ["users", "create", "--username", "clerk", "--role", "viewer"],
+      ["users", "create", "--username", "clerk", "--role", "admin"],
       env,
       "clerk-password-long\n",
     );
@@ -137,12 +137,36 @@ describe("traitgate users create", () => {
     expect(await loginAndValidate(url, "clerk", "clerk-password-long")).toMatchObject({
       valid: true,
     });
+    // The server holds DATA_DIR: a second process on it is refused before it does anything,
+    // naming the server's pid (issue 13, item 8: it used to print an id and lose the user).
+    const late = { ...env, TRAITGATE_PASSWORD: "late-password-long" };
+    const refused = await runCli(["users", "create", "--username", "late"], late);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain(`in use by process ${child.pid} `);
+    expect(refused.stderr).toContain("--url");
+    // Through the running server's API instead: an administrator's token from the environment.
+    const login = await fetch(`${url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "clerk", password: "clerk-password-long" }),
+    });
+    const { token } = (await login.json()) as { token: string };
+    const remote = await runCli(["users", "create", "--url", url, "--username", "late"], {
+      ...late,
+      TRAITGATE_TOKEN: token,
+    });
+    expect(remote.code).toBe(0);
+    expect(JSON.parse(remote.stdout)).toMatchObject({ username: "late", roles: [] });
+    expect(await loginAndValidate(url, "late", "late-password-long")).toMatchObject({
+      valid: true,
+    });
     expect(await stopCli(child)).toBe(0);
     // The logins above were audited; the chain verifies from the command line.
     const verify = await runCli(["audit", "verify"], env);
     expect(verify.code).toBe(0);
     expect(verify.stdout).toMatch(/audit chain intact: [1-9]\d* events/);
-  });
+  }, 180_000);
 
   it("never takes a password on the command line", async () => {
     const env = { ...baseEnv(tempDir()), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
