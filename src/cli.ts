@@ -171,6 +171,7 @@ async function demo(): Promise<void> {
   }
   const demoKey = await issueDemoKey(core.apiKeys);
   const url = core.server.url;
+  const loopback = /^(127\.|\[::1\]|\[::ffff:127\.)/.test(core.server.address);
   const people: string[] = [];
   for (const [username, role] of [
     ["dr-lee", "clinician"],
@@ -192,6 +193,9 @@ async function demo(): Promise<void> {
   const lines = [
     "",
     `Traitgate demo is running at ${url} (gRPC, Connect, gRPC-Web and REST on one port)`,
+    loopback
+      ? `Listening on ${core.server.address}: this machine only (HOST to change it).`
+      : `Listening on ${core.server.address} (HOST): other machines can reach it and try the password below.`,
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),

@@ -194,7 +194,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       tls: config.tls,
     });
     log.info(
-      { url: server.url, tls: config.tls !== undefined, db: db.kind },
+      { url: server.url, address: server.address, tls: config.tls !== undefined, db: db.kind },
       "traitgate listening",
     );
     return {

@@ -46,12 +46,14 @@ async function loginAndValidate(url: string, username: string, password: string)
 
 describe("traitgate demo", () => {
   it("starts on the embedded database, prints the admin password once, and it logs in", async () => {
-    const { child, output: outputNow } = await startCli(
-      ["demo"],
-      baseEnv(tempDir()),
-      /Search as each/,
-    );
+    // No HOST: the demo, which prints an admin password, listens on loopback only.
+    const { HOST: _, ...env } = baseEnv(tempDir());
+    const { child, output: outputNow } = await startCli(["demo"], env, /Search as each/);
     const output = outputNow();
+    const listening = JSON.parse(
+      output.split("\n").find((l) => l.includes("traitgate listening")) ?? "{}",
+    ) as { url: string; address: string };
+    expect(listening.address).toBe(`127.0.0.1:${new URL(listening.url).port}`);
     expect(output).toContain("JWT_SECRET was not set");
     expect(output).toContain("DATA_ENCRYPTION_KEY was not set");
     const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
@@ -85,7 +87,7 @@ describe("traitgate demo", () => {
     expect(await searchAs("dr-lee")).toEqual(["clinical", "public", "staff"]);
     expect(await searchAs("vic")).toEqual(["public", "staff"]);
     expect(await stopCli(child)).toBe(0);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe("traitgate serve", () => {
