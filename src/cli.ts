@@ -62,9 +62,13 @@ Commands:
                              exit 1 on a failing case or an invalid policy (docs/policy.md).
   keys rotate                Re-encrypt every value sealed with an older data key under
                              DATA_ENCRYPTION_KEY; exit 1 naming rows that do not open.
-  ingest DIR [--required-traits T,T] [--classification C] [--url URL]
+  ingest DIR [--required-traits T,T] [--classification C] [--url URL] [--source NAME]
+             [--allow-access-change]
                              Send the .md/.txt/.html files under DIR to a running core
-                             (TRAITGATE_URL, TRAITGATE_TOKEN) for search, with progress.
+                             (TRAITGATE_URL, TRAITGATE_TOKEN) for search, with progress;
+                             paths as NAME/... (default: DIR's name). Changing the traits
+                             or classification of documents already ingested needs
+                             --allow-access-change.
   rag-plugin                 Run the RAG plugin as its own process (PORT, default 8080;
                              CORE_SECRET, EMBEDDING_DIM, EMBEDDINGS_*: docs/rag.md).
   help                       Show this text.
