@@ -265,7 +265,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
 
   const config: Omit<Config, "dataKeys"> = {
     port: intVar(env, "PORT", 8080, 0, 65535, problems),
-    host: env.HOST?.trim() || "0.0.0.0",
+    // The demo prints an admin password: it listens on loopback unless told otherwise.
+    host: env.HOST?.trim() || (options.demo ? "127.0.0.1" : "0.0.0.0"),
     dataDir: env.DATA_DIR?.trim() || "./data",
     dbConnection,
     logLevel,

@@ -202,7 +202,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
     });
     log.info(
-      { url: server.url, tls: config.tls !== undefined, db: db.kind },
+      { url: server.url, address: server.address, tls: config.tls !== undefined, db: db.kind },
       "traitgate listening",
     );
     const checkpoints = createAuditCheckpoints({

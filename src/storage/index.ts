@@ -2,6 +2,7 @@ import { openPglite } from "./pglite.js";
 import { openPostgres } from "./postgres.js";
 import type { Database, OpenDatabaseOptions } from "./types.js";
 
+export { DataDirLockedError } from "./dir-lock.js";
 export { type MigrateOptions, type Migration, migrate, readMigrations } from "./migrate.js";
 export type { ListenHandlers, NotificationSubscription } from "./notify.js";
 export type {

@@ -162,6 +162,13 @@ describe("configuration", () => {
     expect(generated.join()).not.toContain(config.jwt.secret);
   });
 
+  it("binds every interface when serving, loopback in demo mode, unless HOST says otherwise", () => {
+    expect(loadConfig(good).config.host).toBe("0.0.0.0");
+    expect(loadConfig(good, { demo: true }).config.host).toBe("127.0.0.1");
+    expect(loadConfig({ ...good, HOST: "0.0.0.0" }, { demo: true }).config.host).toBe("0.0.0.0");
+    expect(loadConfig({ ...good, HOST: "10.1.2.3" }).config.host).toBe("10.1.2.3");
+  });
+
   it("reads rotation secrets and never accepts short ones", () => {
     const prev = "Qw9Er8Ty7Ui6Op5As4Df3Gh2Jk1Lz0Xc9Vb";
     expect(
