@@ -39,7 +39,8 @@ const prefix = "tgtest_";
  * the suite with a message naming it; in CI (CI=true) it is an error.
  */
 export function privateClustersAvailable(suite: string): boolean {
-  if (existsSync("/usr/bin/pg_createcluster")) return true;
+  const path = (process.env.PATH ?? "/usr/bin").split(":");
+  if (path.some((dir) => dir !== "" && existsSync(`${dir}/pg_createcluster`))) return true;
   if (process.env.CI) {
     throw new Error(`${suite}: pg_createcluster is missing, and in CI this suite must run`);
   }
