@@ -104,6 +104,26 @@ describe("configuration", () => {
     }
   });
 
+  it("bounds every wait for the database: 2 s a statement, 1 s for a connection by default", () => {
+    expect(loadConfig(good).config.database).toEqual({
+      statementTimeoutMs: 2_000,
+      acquireTimeoutMs: 1_000,
+    });
+    const { config } = loadConfig({
+      ...good,
+      DB_STATEMENT_TIMEOUT_MS: "500",
+      DB_ACQUIRE_TIMEOUT_MS: "750",
+    });
+    expect(config.database).toEqual({ statementTimeoutMs: 500, acquireTimeoutMs: 750 });
+    const problems = problemsOf({
+      ...good,
+      DB_STATEMENT_TIMEOUT_MS: "0",
+      DB_ACQUIRE_TIMEOUT_MS: "soon",
+    }).join("\n");
+    expect(problems).toContain("DB_STATEMENT_TIMEOUT_MS");
+    expect(problems).toContain("DB_ACQUIRE_TIMEOUT_MS");
+  });
+
   it.each([
     ["missing", {}],
     ["too short", { JWT_SECRET: "short-but-random-x9" }],
