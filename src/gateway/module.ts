@@ -195,7 +195,11 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
           if (!sample.record) return;
           const req = (call.message ?? {}) as Partial<CallRequest>;
           const name = (v: unknown, pattern: RegExp) =>
-            v === undefined ? "" : typeof v === "string" && pattern.test(v) ? v : "<invalid>";
+            v === undefined || v === ""
+              ? ""
+              : typeof v === "string" && pattern.test(v)
+                ? v
+                : "<invalid>";
           const pluginId = name(req.pluginId, /^[a-z0-9][a-z0-9-]{0,62}$/);
           const { kind } = call.error;
           await deps.audit.write({
