@@ -320,11 +320,16 @@ export function createGateway(deps: GatewayDeps): Gateway {
   };
 }
 
-/** A plugin answered with an error status; its JSON body goes back to the caller. */
+/**
+ * A plugin answered with an error status; its JSON body goes back to the caller, never to a
+ * log line (DomainError's `body` is not enumerable): a logged PluginError shows the plugin's
+ * status and the size of its reply only.
+ */
 export class PluginError extends DomainError {
   constructor(
     readonly status: number,
     pluginBody: JsonObject | undefined,
+    readonly replyBytes = 0,
   ) {
     super(kindOfStatus(status), "PLUGIN_ERROR", `the plugin answered ${status}`, {
       metadata: { plugin_status: String(status) },
@@ -368,7 +373,8 @@ function replyOf(result: ForwardResult, event: { status: number }): JsonObject {
       );
     case "reply": {
       const parsed = parseObject(result.body);
-      if (result.status < 200 || result.status > 299) throw new PluginError(result.status, parsed);
+      if (result.status < 200 || result.status > 299)
+        throw new PluginError(result.status, parsed, result.body.length);
       if (parsed === undefined) {
         throw new DomainError(
           "internal",

@@ -396,7 +396,7 @@ describe("API keys and the logs", () => {
   it("never write a key or its secret to a log line", () => {
     expect(seenKeys.length).toBeGreaterThan(5);
     const logs = server.logs.join("\n");
-    expect(logs).toContain("rpc failed"); // refusals above were logged
+    expect(logs).toContain('"reason":"API_KEY_INVALID"'); // refusals above were logged
     for (const key of seenKeys) expect(logs).not.toContain(key.slice(13));
   });
 });
