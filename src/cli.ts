@@ -109,9 +109,9 @@ async function remotely<T>(work: () => T | Promise<T>): Promise<T> {
 }
 
 /** Said when DATA_DIR is held by another process and the command has a `--url` mode. */
-const urlHint = (apiKey = false) =>
+const urlHint = (scope: string) =>
   "Or go through that server: add --url URL, with an administrator's access token in " +
-  `TRAITGATE_TOKEN${apiKey ? " and an API key with api_keys:write in TRAITGATE_API_KEY" : ""}.`;
+  `TRAITGATE_TOKEN and an API key with ${scope} in TRAITGATE_API_KEY.`;
 
 function configOrExit(demo: boolean): { config: Config; generated: string[] } {
   try {
@@ -338,7 +338,9 @@ async function usersCreate(args: string[]): Promise<void> {
   if (!username) fail("users create needs --username");
   const input = { username, email: values.email, roles: values.role };
   if (values.url !== undefined) {
-    const target = await remotely(() => remoteTarget(values.url ?? "", process.env));
+    const target = await remotely(() =>
+      remoteTarget(values.url ?? "", process.env, { needsApiKey: true }),
+    );
     const password = (await readPassword()) ?? fail(noPassword);
     const user = await remotely(() => createUserRemotely(target, { ...input, password }));
     process.stdout.write(`${JSON.stringify(user)}\n`);
@@ -358,7 +360,7 @@ async function usersCreate(args: string[]): Promise<void> {
       `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
     );
     return true;
-  }, urlHint());
+  }, urlHint("users:write"));
   if (!created) fail(noPassword);
 }
 
@@ -384,7 +386,9 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
   const input = { name, description: values.description, roles: values.role };
   const shownOnce = "The client secret is shown once; store it in the service's secrets.\n";
   if (values.url !== undefined) {
-    const target = await remotely(() => remoteTarget(values.url ?? "", process.env));
+    const target = await remotely(() =>
+      remoteTarget(values.url ?? "", process.env, { needsApiKey: true }),
+    );
     const created = await remotely(() => createServiceAccountRemotely(target, input));
     process.stderr.write(shownOnce);
     process.stdout.write(`${JSON.stringify(created)}\n`);
@@ -401,7 +405,7 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
     process.stdout.write(
       `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
     );
-  }, urlHint());
+  }, urlHint("service_accounts:write"));
 }
 
 async function auditVerify(args: string[]): Promise<void> {
@@ -460,7 +464,7 @@ async function apiKeysCreate(args: string[]): Promise<void> {
           stdout: process.stdout,
           stderr: process.stderr,
         }),
-      urlHint(true),
+      urlHint("api_keys:write"),
     ),
   );
 }

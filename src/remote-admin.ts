@@ -3,9 +3,9 @@
  * create` done through a running core's admin API (REST) instead of opening its database,
  * which the server holds (with the embedded database, only one process may open it). The
  * credentials come from the environment, never from argv: TRAITGATE_TOKEN, an administrator's
- * access token (POST /auth/login), and TRAITGATE_API_KEY, an API key, for the APIs that need
- * one (`apikeys create`: scope api_keys:write). The server audits each change as that
- * administrator.
+ * access token (POST /auth/login), and TRAITGATE_API_KEY, an API key with the scope the call
+ * needs (users:write, service_accounts:write, api_keys:write), as every administrative API
+ * does. The server audits each change as that administrator.
  */
 
 export interface RemoteTarget {

@@ -103,10 +103,13 @@ export async function runApiKeysCreate(
 
 export const demoKeyName = "demo";
 
-/** The demo key's scopes: the settings, audit and API key scopes. */
-export const demoKeyScopes: ApiKeyScope[] = allScopes.filter((s) =>
-  /^(settings|audit|api_keys):/.test(s),
-);
+/**
+ * The demo key's scopes: every scope, so that each example of the docs works with it (users,
+ * service accounts, settings, audit, API keys, policy, plugins and the operator lane), and so
+ * that keys with fewer scopes can be made from it through the API (a key can only pass on the
+ * scopes it holds).
+ */
+export const demoKeyScopes: readonly ApiKeyScope[] = allScopes;
 
 /**
  * Demo mode's key: revokes the demo keys of earlier runs (made on the command line, named

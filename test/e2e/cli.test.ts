@@ -129,6 +129,13 @@ describe("traitgate users create", () => {
     // Each creation committed with its user_create event (the system actor, docs/audit.md).
     const created = await runCli(["audit", "verify"], env);
     expect(created.stdout).toMatch(/audit chain intact: 2 events /);
+    // The key `--url` needs below (every administrative API takes a token and a scoped key).
+    const minted = await runCli(
+      ["apikeys", "create", "--name", "late users", "--scope", "users:write"],
+      env,
+    );
+    expect(minted.code, minted.stderr).toBe(0);
+    const apiKey = minted.stdout.trim();
 
     const { child, output: outputNow } = await startCli(["serve"], env, /traitgate listening/);
     const url = listeningUrl(outputNow());
@@ -147,7 +154,8 @@ describe("traitgate users create", () => {
     expect(refused.stdout).toBe("");
     expect(refused.stderr).toContain(`in use by process ${child.pid} `);
     expect(refused.stderr).toContain("--url");
-    // Through the running server's API instead: an administrator's token from the environment.
+    // Through the running server's API instead: an administrator's token and a key with
+    // users:write from the environment.
     const login = await fetch(`${url}/auth/login`, {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -157,6 +165,7 @@ describe("traitgate users create", () => {
     const remote = await runCli(["users", "create", "--url", url, "--username", "late"], {
       ...late,
       TRAITGATE_TOKEN: token,
+      TRAITGATE_API_KEY: apiKey,
     });
     expect(remote.code).toBe(0);
     expect(JSON.parse(remote.stdout)).toMatchObject({ username: "late", roles: [] });

@@ -24,9 +24,12 @@ beforeAll(async () => {
   await server.createUser("root", password, ["admin"]);
   await server.createUser("vera", password, ["viewer"]);
   token = await login("root");
-  apiKey = await server.createApiKey(["api_keys:read", "api_keys:write"], {
-    name: "remote admin test",
-  });
+  apiKey = await server.createApiKey(
+    ["api_keys:read", "api_keys:write", "users:write", "service_accounts:write"],
+    {
+      name: "remote admin test",
+    },
+  );
 });
 afterAll(async () => {
   await server?.close();
@@ -44,7 +47,11 @@ async function login(username: string, pw = password): Promise<string> {
 
 describe("--url: creation through the running server", () => {
   it("creates a user who can log in, as the administrator whose token is in the environment", async () => {
-    const target = remoteTarget(`${server.url}/`, { TRAITGATE_TOKEN: token });
+    const target = remoteTarget(
+      `${server.url}/`,
+      { TRAITGATE_TOKEN: token, TRAITGATE_API_KEY: apiKey },
+      { needsApiKey: true },
+    );
     const user = await createUserRemotely(target, {
       username: "nadia",
       email: "",
@@ -56,7 +63,11 @@ describe("--url: creation through the running server", () => {
   });
 
   it("creates a service account whose client secret gets a token", async () => {
-    const target = remoteTarget(server.url, { TRAITGATE_TOKEN: token });
+    const target = remoteTarget(
+      server.url,
+      { TRAITGATE_TOKEN: token, TRAITGATE_API_KEY: apiKey },
+      { needsApiKey: true },
+    );
     const account = await createServiceAccountRemotely(target, {
       name: "remote-svc",
       description: "",
@@ -99,7 +110,10 @@ describe("--url: creation through the running server", () => {
       remoteTarget(server.url, { TRAITGATE_TOKEN: token }, { needsApiKey: true }),
     ).toThrow(/TRAITGATE_API_KEY/);
     expect(() => remoteTarget("localhost:8080", { TRAITGATE_TOKEN: token })).toThrow(/--url/);
-    const viewer = remoteTarget(server.url, { TRAITGATE_TOKEN: await login("vera") });
+    const viewer = remoteTarget(server.url, {
+      TRAITGATE_TOKEN: await login("vera"),
+      TRAITGATE_API_KEY: apiKey,
+    });
     const denied = createUserRemotely(viewer, {
       username: "nope",
       email: "",
@@ -108,7 +122,7 @@ describe("--url: creation through the running server", () => {
     });
     await expect(denied).rejects.toThrow(RemoteError);
     await expect(denied).rejects.toMatchObject({ exitCode: 1, message: /403 ROLE/ });
-    const admin = remoteTarget(server.url, { TRAITGATE_TOKEN: token });
+    const admin = remoteTarget(server.url, { TRAITGATE_TOKEN: token, TRAITGATE_API_KEY: apiKey });
     const invalid = createUserRemotely(admin, {
       username: "x",
       email: "",

@@ -39,7 +39,12 @@ beforeAll(async () => {
     tokens[user] = (await callJson(server.url, "/auth/login", { username: user, password })).body
       .token as string;
   }
-  const key = await server.createApiKey(["plugins:write", "operator:write", "settings:write"]);
+  const key = await server.createApiKey([
+    "plugins:write",
+    "operator:write",
+    "settings:write",
+    "service_accounts:write",
+  ]);
   const admin = (path: string, body: unknown, method = "POST") =>
     callJson(server.url, path, body, {
       token: tokens.root,
@@ -47,14 +52,7 @@ beforeAll(async () => {
       headers: { "x-api-key": key },
     });
   // The core calls plugins as ai-core: a service account of that name makes it an allowlist caller.
-  await callJson(
-    server.url,
-    "/api/admin/service-accounts",
-    { name: "ai-core" },
-    {
-      token: tokens.root,
-    },
-  );
+  await admin("/api/admin/service-accounts", { name: "ai-core" });
   const endpoints = { rag_index: "/rag/index", rag_query: "/rag/query" };
   const registered = await admin("/admin/plugins", {
     id: "rag",
