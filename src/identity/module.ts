@@ -79,7 +79,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
   const tokens = await createTokenService(deps.jwt, clock);
   const log = deps.log.child({ area: "identity" });
   // One throttle for logins and token requests: an address failing at either is counted once.
-  const throttle = createLoginThrottle(clock, deps.throttlePolicy);
+  const throttle = createLoginThrottle(clock, deps.throttlePolicy, { log });
   const serviceAccountStore = createServiceAccountStore(deps.db);
   const domain = createIdentity({
     users: createUserStore(deps.db),
