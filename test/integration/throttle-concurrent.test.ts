@@ -127,6 +127,22 @@ describe.each(databaseTargets())("concurrent login attempts on $name", (target) 
       "429:TOO_MANY_ATTEMPTS": 20,
     });
   });
+
+  it.skipIf(target.name !== "postgres")(
+    "fails closed: when the counters cannot be read, the right password gets 503, not a token",
+    async () => {
+      const db = server.core.db;
+      await db.exec("ALTER TABLE login_throttle RENAME TO login_throttle_away");
+      try {
+        const reply = await login(server, "127.0.0.8", { username: "victim", password });
+        expect(reply).toMatchObject({ status: 503, reason: "THROTTLE_UNAVAILABLE" });
+        expect(reply.body.token).toBeUndefined();
+      } finally {
+        await db.exec("ALTER TABLE login_throttle_away RENAME TO login_throttle");
+      }
+      expect((await login(server, "127.0.0.8", { username: "victim", password })).status).toBe(200);
+    },
+  );
 });
 
 describe.each(databaseTargets())("second-factor counters of their own on $name", (target) => {
