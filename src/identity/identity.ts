@@ -227,13 +227,17 @@ export function createIdentity(deps: IdentityDeps): Identity {
 
     async login(username, password, meta, totpCode) {
       const { clientAddress } = meta;
+      // The account is looked up beside the reservation (one round trip less to wait for);
+      // its password is checked only once the attempt is reserved.
+      const lookup = users.findByUsername(username);
+      lookup.catch(() => undefined); // awaited below, unless the attempt is refused
       const attempt = await admitted(
         await throttle.reserve("password", username, clientAddress),
         meta,
       );
       const { user, passwordOk } = await attempt.run(
         async () => {
-          const user = await users.findByUsername(username);
+          const user = await lookup;
           const passwordOk = user
             ? await passwords.verify(user.passwordHash, password)
             : await passwords.verifyDummy(password).then(() => false);

@@ -164,6 +164,9 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
     async issueToken(clientId, clientSecret, meta) {
       const { clientAddress } = meta;
       const throttleKey = `service:${clientId}`;
+      // Looked up beside the reservation; the secret is compared only once it is reserved.
+      const lookup = namePattern.test(clientId) ? store.findByName(clientId) : undefined;
+      lookup?.catch(() => undefined); // awaited below, unless the attempt is refused
       const decision = await throttle.reserve("password", throttleKey, clientAddress);
       if (decision.kind === "refuse") {
         await audit.write({
@@ -177,7 +180,7 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
       }
       const { account, secretOk } = await decision.attempt.run(
         async () => {
-          const account = namePattern.test(clientId) ? await store.findByName(clientId) : undefined;
+          const account = await lookup;
           return { account, secretOk: secretMatches(account, clientSecret) };
         },
         (r) => r.account !== undefined && r.secretOk && r.account.isActive,
