@@ -6,19 +6,30 @@ import { benchPolicyService } from "./policy-service.js";
 import { benchRag } from "./rag.js";
 
 /**
- * `npm run bench`: every benchmark, one after the other, printed as Markdown.
- * BENCH_SECONDS sets the measured time per scenario (default 3).
+ * `npm run bench`: every benchmark, one after the other, printed as Markdown;
+ * `npm run bench -- identity audit` runs only those named. BENCH_SECONDS sets
+ * the measured time per scenario (default 3).
  */
 const seconds = Number(process.env.BENCH_SECONDS ?? "3");
+const benchmarks: Record<string, () => Promise<string>> = {
+  identity: () => benchIdentity(seconds),
+  audit: () => benchAudit(seconds),
+  policy: () => benchPolicy(seconds),
+  "policy-service": () => benchPolicyService(seconds),
+  gateway: () => benchGateway(seconds),
+  rag: () => benchRag(),
+};
+const chosen = process.argv.slice(2);
+const unknown = chosen.filter((name) => !(name in benchmarks));
+if (unknown.length > 0) {
+  console.error(
+    `unknown benchmark ${unknown.join(", ")}; known: ${Object.keys(benchmarks).join(", ")}`,
+  );
+  process.exit(2);
+}
 console.log(`# Traitgate benchmarks (${new Date().toISOString()}, ${seconds} s per scenario)\n`);
-console.log(await benchIdentity(seconds));
-console.log();
-console.log(await benchAudit(seconds));
-console.log();
-console.log(await benchPolicy(seconds));
-console.log();
-console.log(await benchPolicyService(seconds));
-console.log();
-console.log(await benchGateway(seconds));
-console.log();
-console.log(await benchRag());
+for (const [name, run] of Object.entries(benchmarks)) {
+  if (chosen.length > 0 && !chosen.includes(name)) continue;
+  console.log(await run());
+  console.log();
+}

@@ -1,6 +1,5 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
-import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
+import { type DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Queryable } from "../storage/index.js";
 import type { Mfa } from "./mfa.js";
@@ -15,7 +14,7 @@ import {
   type SessionStore,
 } from "./session-store.js";
 import { createStateCache } from "./state-cache.js";
-import type { LoginThrottle } from "./throttle.js";
+import { type LoginThrottle, type ThrottleDecision, tooManyAttempts } from "./throttle.js";
 import type { Clock, PublicJwk, TokenService } from "./tokens.js";
 import type { UserStore } from "./user-store.js";
 import {
@@ -222,6 +221,23 @@ export function createIdentity(deps: IdentityDeps): Identity {
     forgetSession: (id) => sessionStates.forget(id),
     issueFor,
   });
+  /** The attempt the throttle let through; a refused one is audited and answered 429. */
+  async function admitted(decision: ThrottleDecision, meta: RequestMeta, userId?: string) {
+    if (decision.kind === "allow") return decision.attempt;
+    await record(meta, {
+      actorType: userId ? "user" : "anonymous",
+      actorId: userId ?? null,
+      action: "login",
+      target: userId ? `user:${userId}` : null,
+      outcome: "denied",
+      details: {
+        cause: "throttled",
+        client_address: meta.clientAddress,
+        ...(userId ? { factor: "second_factor" } : {}),
+      },
+    });
+    throw tooManyAttempts(decision.retryAfterMs);
+  }
 
   return {
     jwks: tokens.jwks,
@@ -231,28 +247,25 @@ export function createIdentity(deps: IdentityDeps): Identity {
 
     async login(username, password, meta, totpCode) {
       const { clientAddress } = meta;
-      const decision = throttle.check(username, clientAddress);
-      if (decision.kind === "refuse") {
-        await record(meta, {
-          actorType: "anonymous",
-          action: "login",
-          outcome: "denied",
-          details: { cause: "throttled", client_address: clientAddress },
-        });
-        throw new DomainError(
-          "resource_exhausted",
-          "TOO_MANY_ATTEMPTS",
-          "too many failed logins; try again later",
-          { retryAfterSeconds: decision.retryAfterMs / 1000 },
-        );
-      }
-      if (decision.delayMs > 0) await sleep(decision.delayMs);
-      const user = await users.findByUsername(username);
-      const passwordOk = user
-        ? await passwords.verify(user.passwordHash, password)
-        : await passwords.verifyDummy(password).then(() => false);
+      // The account is looked up beside the reservation (one round trip less to wait for);
+      // its password is checked only once the attempt is reserved.
+      const lookup = users.findByUsername(username);
+      lookup.catch(() => undefined); // awaited below, unless the attempt is refused
+      const attempt = await admitted(
+        await throttle.reserve("password", username, clientAddress),
+        meta,
+      );
+      const { user, passwordOk } = await attempt.run(
+        async () => {
+          const user = await lookup;
+          const passwordOk = user
+            ? await passwords.verify(user.passwordHash, password)
+            : await passwords.verifyDummy(password).then(() => false);
+          return { user, passwordOk };
+        },
+        (r) => r.user !== undefined && r.passwordOk && r.user.isActive,
+      );
       if (user === undefined || !passwordOk || !user.isActive) {
-        throttle.recordFailure(username, clientAddress);
         const cause = !user ? "unknown_user" : passwordOk ? "user_inactive" : "wrong_password";
         log.info({ event: "login_failed", cause, user_id: user?.id }, "login failed");
         await record(meta, {
@@ -272,8 +285,14 @@ export function createIdentity(deps: IdentityDeps): Identity {
             "this account needs a second factor: send totp_code",
           );
         }
-        if (!(await mfa.check(user.id, totpCode))) {
-          throttle.recordFailure(username, clientAddress);
+        // Second factors have counters of their own: the right password does not reset them.
+        const second = await admitted(
+          await throttle.reserve("second_factor", user.id, clientAddress),
+          meta,
+          user.id,
+        );
+        const checkCode = () => mfa.check(user.id, totpCode);
+        if (!(await second.run(checkCode, (ok) => ok))) {
           await record(meta, {
             actorType: "user",
             actorId: user.id,
@@ -285,7 +304,6 @@ export function createIdentity(deps: IdentityDeps): Identity {
           throw unauthenticated("INVALID_MFA_CODE", "the second factor is not valid");
         }
       }
-      throttle.recordSuccess(username, clientAddress);
       const session = await sessions.create(user.id, deps.refreshTtlSeconds);
       await record(meta, {
         actorType: "user",
@@ -368,18 +386,10 @@ export function createIdentity(deps: IdentityDeps): Identity {
       const user = await users.findById(caller.userId);
       if (user === undefined || !user.isActive)
         throw unauthenticated("UNKNOWN_USER", "no such user");
-      const decision = throttle.check(user.username, clientAddress);
-      if (decision.kind === "refuse") {
-        throw new DomainError(
-          "resource_exhausted",
-          "TOO_MANY_ATTEMPTS",
-          "too many failed attempts; try again later",
-          { retryAfterSeconds: decision.retryAfterMs / 1000 },
-        );
-      }
-      if (decision.delayMs > 0) await sleep(decision.delayMs);
-      if (!(await passwords.verify(user.passwordHash, currentPassword))) {
-        throttle.recordFailure(user.username, clientAddress);
+      const decision = await throttle.reserve("password", user.username, clientAddress);
+      if (decision.kind === "refuse") throw tooManyAttempts(decision.retryAfterMs);
+      const verify = () => passwords.verify(user.passwordHash, currentPassword);
+      if (!(await decision.attempt.run(verify, (ok) => ok))) {
         await record(meta, {
           actorType: "user",
           actorId: user.id,

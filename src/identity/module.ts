@@ -13,7 +13,8 @@ import { createServiceAccountStore } from "./service-account-store.js";
 import { createServiceAccounts, type ServiceAccounts } from "./service-accounts.js";
 import { createServiceAccountAdminModule } from "./service-accounts-service.js";
 import { createSessionRevoker, createSessionStore } from "./session-store.js";
-import { createLoginThrottle, type ThrottlePolicy } from "./throttle.js";
+import { createLoginThrottle, defaultThrottlePolicy, type ThrottlePolicy } from "./throttle.js";
+import { createPostgresThrottleStore } from "./throttle-postgres.js";
 import { type Clock, createTokenService, systemClock } from "./tokens.js";
 import { createUserManagement, type UserManagement } from "./user-management.js";
 import { createUserStore } from "./user-store.js";
@@ -79,7 +80,21 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
   const tokens = await createTokenService(deps.jwt, clock);
   const log = deps.log.child({ area: "identity" });
   // One throttle for logins and token requests: an address failing at either is counted once.
-  const throttle = createLoginThrottle(clock, deps.throttlePolicy);
+  // On PostgreSQL its counters are in the database, shared by every process; on PGlite (one
+  // process) in memory.
+  const throttlePolicy = deps.throttlePolicy ?? defaultThrottlePolicy;
+  const throttle = createLoginThrottle(clock, throttlePolicy, {
+    log,
+    ...(deps.db.kind === "postgres"
+      ? {
+          store: createPostgresThrottleStore({
+            db: deps.db,
+            windowMs: throttlePolicy.windowMs,
+            log,
+          }),
+        }
+      : {}),
+  });
   const serviceAccountStore = createServiceAccountStore(deps.db);
   const domain = createIdentity({
     users: createUserStore(deps.db),

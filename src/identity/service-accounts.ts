@@ -1,5 +1,4 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
 import { auditedChanges } from "../audit/audited-change.js";
 import type { AuditWriter } from "../audit/index.js";
 import { DomainError, unauthenticated } from "../errors.js";
@@ -11,7 +10,7 @@ import {
   type ServiceAccountChanges,
   type ServiceAccountRecord,
 } from "./service-account-store.js";
-import type { LoginThrottle } from "./throttle.js";
+import { type LoginThrottle, tooManyAttempts } from "./throttle.js";
 import type { Clock, IssuedToken, TokenService } from "./tokens.js";
 import { type AdminActor, type AdminRequestMeta, auditActor } from "./user-admin.js";
 
@@ -165,7 +164,10 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
     async issueToken(clientId, clientSecret, meta) {
       const { clientAddress } = meta;
       const throttleKey = `service:${clientId}`;
-      const decision = throttle.check(throttleKey, clientAddress);
+      // Looked up beside the reservation; the secret is compared only once it is reserved.
+      const lookup = namePattern.test(clientId) ? store.findByName(clientId) : undefined;
+      lookup?.catch(() => undefined); // awaited below, unless the attempt is refused
+      const decision = await throttle.reserve("password", throttleKey, clientAddress);
       if (decision.kind === "refuse") {
         await audit.write({
           actorType: "anonymous",
@@ -174,18 +176,16 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
           requestId: meta.requestId,
           details: { cause: "throttled", client_address: clientAddress },
         });
-        throw new DomainError(
-          "resource_exhausted",
-          "TOO_MANY_ATTEMPTS",
-          "too many failed token requests; try again later",
-          { retryAfterSeconds: decision.retryAfterMs / 1000 },
-        );
+        throw tooManyAttempts(decision.retryAfterMs);
       }
-      if (decision.delayMs > 0) await sleep(decision.delayMs);
-      const account = namePattern.test(clientId) ? await store.findByName(clientId) : undefined;
-      const secretOk = secretMatches(account, clientSecret);
+      const { account, secretOk } = await decision.attempt.run(
+        async () => {
+          const account = await lookup;
+          return { account, secretOk: secretMatches(account, clientSecret) };
+        },
+        (r) => r.account !== undefined && r.secretOk && r.account.isActive,
+      );
       if (account === undefined || !secretOk || !account.isActive) {
-        throttle.recordFailure(throttleKey, clientAddress);
         const cause = !account ? "unknown_client" : secretOk ? "inactive" : "wrong_secret";
         log.info(
           { event: "service_token_failed", cause, service_account_id: account?.id },
@@ -202,7 +202,6 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
         });
         throw invalidClient();
       }
-      throttle.recordSuccess(throttleKey, clientAddress);
       const issued = await tokens.issue({
         kind: "service",
         id: account.id,

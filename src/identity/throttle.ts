@@ -1,3 +1,13 @@
+import { setTimeout as wait } from "node:timers/promises";
+import { DomainError, unavailable } from "../errors.js";
+import type { Logger } from "../log.js";
+import {
+  createMemoryThrottleStore,
+  type Settlement,
+  type ThrottleCounter,
+  type ThrottleStore,
+  waitMs,
+} from "./throttle-store.js";
 import type { Clock } from "./tokens.js";
 
 /**
@@ -5,24 +15,39 @@ import type { Clock } from "./tokens.js";
  * out for long (docs/identity.md, "Throttling").
  *
  * Three counters of recent failures, each forgotten `windowMs` after its last
- * failure:
+ * attempt:
  * - per client address (all accounts): after `address.free` failures, that
  *   address is refused (429) for an exponentially growing time, capped; past
  *   `address.block` failures it is refused for the whole window;
  * - per account and address: after `pair.free` failures, that address is
  *   refused for that account, exponentially, capped;
  * - per account (all addresses): after `account.free` failures, every attempt
- *   on the account is slowed (the answer waits), exponentially, but never more
- *   than `account.maxDelayMs`, and never refused. An address with no failures
- *   of its own therefore always gets an answer within `account.maxDelayMs`:
- *   that is the bound on how long an attack can keep a victim out.
+ *   on the account is slowed (it waits before its credential is checked),
+ *   exponentially, but never more than `account.maxDelayMs`, and never refused.
+ *   An address with no failures of its own therefore always gets an answer
+ *   within `account.maxDelayMs`: that is the bound on how long an attack can
+ *   keep a victim out.
+ *
+ * Each attempt is reserved before its credential is checked: it counts as a
+ * failure while in flight, and is settled after (a failure stays counted, a
+ * success is taken back and clears the pair). So attempts sent at once pass
+ * only as many as the counters allow, and each waits its own delay by its
+ * place on the account. Passwords (and client secrets) and second factors
+ * (TOTP and recovery codes) have counters of their own, with the same rules.
+ * The counters live in a {@link ThrottleStore}: in the process on PGlite, in
+ * the database on PostgreSQL, where every process shares them.
  */
-export interface ThrottlePolicy {
-  windowMs: number;
+export interface ThrottleLimits {
   address: { free: number; baseMs: number; maxMs: number; block: number };
   pair: { free: number; baseMs: number; maxMs: number };
   account: { free: number; baseMs: number; maxDelayMs: number };
-  /** Entries kept per counter kind; the oldest are forgotten first. */
+}
+
+export interface ThrottlePolicy extends ThrottleLimits {
+  windowMs: number;
+  /** Limits of the second-factor counters; default: the password limits above. */
+  secondFactor?: ThrottleLimits;
+  /** Counters kept in the process's memory (all kinds); the least recently used go first. */
   maxEntries: number;
 }
 
@@ -31,106 +56,138 @@ export const defaultThrottlePolicy: ThrottlePolicy = {
   address: { free: 10, baseMs: 1_000, maxMs: 60_000, block: 100 },
   pair: { free: 3, baseMs: 1_000, maxMs: 15 * 60_000 },
   account: { free: 5, baseMs: 500, maxDelayMs: 10_000 },
-  maxEntries: 100_000,
+  maxEntries: 300_000,
 };
 
+/** What is being guessed: a password or client secret, or a second factor. */
+export type Factor = "password" | "second_factor";
+
+/** One reserved attempt at a credential. */
+export interface Attempt {
+  /** How long it waits before its credential is checked: its place on the account. */
+  readonly delayMs: number;
+  /**
+   * Waits `delayMs`, runs `check` and settles the attempt: a success if `succeeded(result)`,
+   * else a failure. If `check` throws, the attempt is taken back uncounted.
+   */
+  run<T>(check: () => Promise<T>, succeeded: (result: T) => boolean): Promise<T>;
+}
+
 export type ThrottleDecision =
-  | { kind: "allow"; delayMs: number }
+  | { kind: "allow"; attempt: Attempt }
   | { kind: "refuse"; retryAfterMs: number };
 
 export interface LoginThrottle {
-  /** Before checking the password. `delayMs` is how long to wait before answering. */
-  check(account: string, address: string): ThrottleDecision;
-  recordFailure(account: string, address: string): void;
-  /** A successful login clears the account-and-address counter. */
-  recordSuccess(account: string, address: string): void;
+  /**
+   * Before checking a credential. Fails closed: when the counters cannot be read or written,
+   * throws `unavailable` (DATABASE_UNAVAILABLE or THROTTLE_UNAVAILABLE), never allows.
+   */
+  reserve(factor: Factor, account: string, address: string): Promise<ThrottleDecision>;
 }
 
-interface Counter {
-  failures: number;
-  last: number;
+/** The three counters of an attempt, in the order every reservation takes them. */
+function countersOf(
+  limits: ThrottleLimits,
+  factor: Factor,
+  account: string,
+  address: string,
+): ThrottleCounter[] {
+  // Addresses hold no "|": the pair's key is unambiguous.
+  const { address: a, pair: p, account: c } = limits;
+  return [
+    {
+      key: `${factor}|address|${address}`,
+      rule: { ...a, blockAt: a.block, refuses: true, clearedBySuccess: false },
+    },
+    {
+      key: `${factor}|pair|${address}|${account}`,
+      rule: { ...p, blockAt: 0, refuses: true, clearedBySuccess: true },
+    },
+    {
+      key: `${factor}|account|${account}`,
+      rule: {
+        free: c.free,
+        baseMs: c.baseMs,
+        maxMs: c.maxDelayMs,
+        blockAt: 0,
+        refuses: false,
+        clearedBySuccess: false,
+      },
+    },
+  ];
 }
 
-class Counters {
-  private readonly entries = new Map<string, Counter>();
-  constructor(
-    private readonly windowMs: number,
-    private readonly maxEntries: number,
-  ) {}
+/** The answer to a refused attempt: 429 with Retry-After. */
+export const tooManyAttempts = (retryAfterMs: number): DomainError =>
+  new DomainError(
+    "resource_exhausted",
+    "TOO_MANY_ATTEMPTS",
+    "too many failed attempts; try again later",
+    {
+      retryAfterSeconds: retryAfterMs / 1000,
+    },
+  );
 
-  get(key: string, now: number): Counter | undefined {
-    const c = this.entries.get(key);
-    if (c !== undefined && now - c.last >= this.windowMs) {
-      this.entries.delete(key);
-      return undefined;
-    }
-    return c;
-  }
-
-  bump(key: string, now: number): void {
-    const c = this.get(key, now);
-    this.entries.delete(key);
-    if (this.entries.size >= this.maxEntries) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest !== undefined) this.entries.delete(oldest);
-    }
-    this.entries.set(key, { failures: (c?.failures ?? 0) + 1, last: now });
-  }
-
-  clear(key: string): void {
-    this.entries.delete(key);
-  }
-}
-
-function backoff(failures: number, free: number, baseMs: number, maxMs: number): number {
-  if (failures < free) return 0;
-  return Math.min(maxMs, baseMs * 2 ** Math.min(30, failures - free));
+/** Any failure of the store refuses the attempt (503), never lets it through unthrottled. */
+function failClosed(err: unknown): never {
+  if (err instanceof DomainError) throw err;
+  throw unavailable(
+    "THROTTLE_UNAVAILABLE",
+    "sign-in is not available at the moment; try again shortly",
+    { cause: err, retryAfterSeconds: 1 },
+  );
 }
 
 export function createLoginThrottle(
   clock: Clock,
   policy: ThrottlePolicy = defaultThrottlePolicy,
+  options: {
+    store?: ThrottleStore;
+    log?: Logger;
+    /** How an attempt waits its delay (tests pass one that does not). */
+    sleep?: (ms: number) => Promise<unknown>;
+  } = {},
 ): LoginThrottle {
-  const addresses = new Counters(policy.windowMs, policy.maxEntries);
-  const pairs = new Counters(policy.windowMs, policy.maxEntries);
-  const accounts = new Counters(policy.windowMs, policy.maxEntries);
-  const pairKey = (account: string, address: string) => `${account}\u0000${address}`;
-  const normal = (account: string) => account.toLowerCase();
+  const store =
+    options.store ??
+    createMemoryThrottleStore({ windowMs: policy.windowMs, maxEntries: policy.maxEntries });
+  const { log, sleep = wait } = options;
+
+  const settle = (counters: ThrottleCounter[], settlement: Settlement) =>
+    store.settle(counters, settlement, clock.now()).catch(failClosed);
 
   return {
-    check(rawAccount, address) {
-      const now = clock.now();
-      const account = normal(rawAccount);
-      const byAddress = addresses.get(address, now);
-      if (byAddress !== undefined) {
-        const { free, baseMs, maxMs, block } = policy.address;
-        const wait =
-          byAddress.failures >= block
-            ? policy.windowMs
-            : backoff(byAddress.failures, free, baseMs, maxMs);
-        const until = byAddress.last + wait;
-        if (now < until) return { kind: "refuse", retryAfterMs: until - now };
+    async reserve(factor, rawAccount, address) {
+      const limits = factor === "password" ? policy : (policy.secondFactor ?? policy);
+      const counters = countersOf(limits, factor, rawAccount.toLowerCase(), address);
+      const reservation = await store.reserve(counters, clock.now()).catch(failClosed);
+      if (reservation.kind === "refused") {
+        return { kind: "refuse", retryAfterMs: reservation.retryAfterMs };
       }
-      const byPair = pairs.get(pairKey(account, address), now);
-      if (byPair !== undefined) {
-        const { free, baseMs, maxMs } = policy.pair;
-        const until = byPair.last + backoff(byPair.failures, free, baseMs, maxMs);
-        if (now < until) return { kind: "refuse", retryAfterMs: until - now };
-      }
-      const byAccount = accounts.get(account, now);
-      const { free, baseMs, maxDelayMs } = policy.account;
-      const delayMs = byAccount ? backoff(byAccount.failures, free, baseMs, maxDelayMs) : 0;
-      return { kind: "allow", delayMs };
-    },
-    recordFailure(rawAccount, address) {
-      const now = clock.now();
-      const account = normal(rawAccount);
-      addresses.bump(address, now);
-      pairs.bump(pairKey(account, address), now);
-      accounts.bump(account, now);
-    },
-    recordSuccess(rawAccount, address) {
-      pairs.clear(pairKey(normal(rawAccount), address));
+      const accountCounter = counters[2];
+      const place = reservation.counts[2] ?? 0;
+      const delayMs = accountCounter ? waitMs(accountCounter.rule, place, policy.windowMs) : 0;
+      return {
+        kind: "allow",
+        attempt: {
+          delayMs,
+          async run(check, succeeded) {
+            let result: Awaited<ReturnType<typeof check>>;
+            try {
+              if (delayMs > 0) {
+                log?.info({ event: "login_slowed", factor, delay_ms: delayMs }, "attempt slowed");
+                await sleep(delayMs);
+              }
+              result = await check();
+            } catch (err) {
+              await settle(counters, "abandoned").catch(() => undefined);
+              throw err;
+            }
+            await settle(counters, succeeded(result) ? "success" : "failure");
+            return result;
+          },
+        },
+      };
     },
   };
 }
