@@ -79,6 +79,7 @@ describe.each(databaseTargets())("sessions on $name", (target) => {
       const users = await callJson(server.url, "/api/admin/users", undefined, {
         token: ned.body.token as string,
         method: "GET",
+        headers: { "x-api-key": await server.createApiKey(["users:read"]) },
       });
       expect(users.status).toBe(200);
       // Logging in again gives what login gives such a user: an enrolment-only token.
