@@ -84,13 +84,18 @@ beforeAll(async () => {
   const login = await callJson(server.url, "/auth/login", { username: "root", password });
   admin = {
     token: login.body.token as string,
-    key: await server.createApiKey(["plugins:read", "plugins:write", "operator:write"]),
+    key: await server.createApiKey([
+      "plugins:read",
+      "plugins:write",
+      "operator:write",
+      "service_accounts:write",
+    ]),
   };
   const sa = await callJson(
     server.url,
     "/api/admin/service-accounts",
     { name: "ai-core", roles: ["service"] },
-    { token: admin.token },
+    { token: admin.token, headers: { "x-api-key": admin.key } },
   );
   const token = await callJson(server.url, "/auth/token", {
     grant_type: "client_credentials",

@@ -91,13 +91,18 @@ beforeAll(async () => {
   const login = await callJson(server.url, "/auth/login", { username: "root", password });
   admin = {
     token: login.body.token as string,
-    key: await server.createApiKey(["plugins:write", "operator:write", "audit:read"]),
+    key: await server.createApiKey([
+      "plugins:write",
+      "operator:write",
+      "audit:read",
+      "service_accounts:write",
+    ]),
   };
   const sa = await callJson(
     server.url,
     "/api/admin/service-accounts",
     { name: "ai-core", roles: ["service"] },
-    { token: admin.token },
+    { token: admin.token, headers: { "x-api-key": admin.key } },
   );
   const issued = await callJson(server.url, "/auth/token", {
     grant_type: "client_credentials",

@@ -123,7 +123,7 @@ const ended = (requestId: string) =>
   until(
     () =>
       server.logs.some(
-        (l) => l.includes(`"request_id":"${requestId}"`) && l.includes('"msg":"rpc'),
+        (l) => l.includes(`"request_id":"${requestId}"`) && l.includes('"msg":"call"'),
       ),
     10_000,
   );

@@ -174,6 +174,7 @@ describe.skipIf(!available)("the core while PostgreSQL is frozen or stopped", ()
       "audit:read",
       "plugins:write",
       "operator:write",
+      "service_accounts:write",
     ]);
     token = (await call("POST", "/auth/login", { username: "root", password }, "")).body
       .token as string;

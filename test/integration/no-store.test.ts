@@ -313,6 +313,7 @@ beforeAll(async () => {
     "api_keys:write",
     "plugins:read",
     "plugins:write",
+    "service_accounts:write",
   ]);
   admin = { authorization: `Bearer ${(await loginAs("root")).token}`, "x-api-key": key };
   const sa = await callJson(
