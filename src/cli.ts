@@ -69,7 +69,8 @@ TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
 MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
 AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
 AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
-HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS. See README.md.`;
+HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS,
+CONSOLE_IDLE_TIMEOUT_SECONDS. See README.md.`;
 
 function fail(message: string): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -173,6 +174,8 @@ async function demo(): Promise<void> {
   const lines = [
     "",
     `Traitgate demo is running at ${url} (gRPC, Connect, gRPC-Web and REST on one port)`,
+    `Admin console: ${url}/console/ (sign in as admin; the policy asks administrators for a`,
+    "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),

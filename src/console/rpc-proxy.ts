@@ -1,0 +1,146 @@
+import { create } from "@bufbuild/protobuf";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { errorToJson } from "@connectrpc/connect/protocol-connect";
+import {
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
+import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import type { Logger } from "../log.js";
+import type { NodeRequest, NodeResponse } from "../server/app.js";
+import { errorDomain } from "../server/error-boundary.js";
+import { httpStatusOf } from "../server/http-status.js";
+import { consoleAccess, consoleMayCall } from "./access.js";
+import { clearedCookie, securityHeaders, setSecurityHeaders } from "./http.js";
+import { callContext, type HandlerLookup } from "./in-process.js";
+import type { ConsoleSession, ConsoleSessions } from "./sessions.js";
+
+export const rpcPrefix = "/console/rpc";
+
+/** Calls after whose success the console session is over (the login session is, too). */
+const endingCalls = new Set([
+  "traitgate.identity.v1.IdentityService/Logout",
+  "traitgate.identity.v1.IdentityService/LogoutAll",
+  "traitgate.identity.v1.IdentityService/ChangePassword",
+]);
+
+export interface RpcProxyDeps {
+  lookup: HandlerLookup;
+  sessions: ConsoleSessions;
+  cookieName: string;
+  tls: boolean;
+  log: Logger;
+}
+
+/** A Connect error answered by the console itself, in the Connect protocol's JSON form. */
+export function sendConnectError(
+  res: NodeResponse,
+  code: Code,
+  reason: string,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  const error = new ConnectError(message, code, undefined, [
+    {
+      desc: ErrorInfoSchema,
+      value: create(ErrorInfoSchema, { reason, domain: errorDomain, metadata: {} }),
+    },
+  ]);
+  res.writeHead(httpStatusOf(code), {
+    ...securityHeaders,
+    "content-type": "application/json",
+    "cache-control": "no-store",
+    ...headers,
+  });
+  res.end(JSON.stringify(errorToJson(error, undefined)));
+}
+
+/**
+ * `/console/rpc/<package.Service>/<Method>`: the browser's Connect calls, answered by the same
+ * handlers as every other protocol. The session cookie is swapped for the session's bearer
+ * token and API key (the browser never holds them); a 401 from the service ends the session.
+ */
+export function createRpcProxy(deps: RpcProxyDeps) {
+  const { lookup, sessions, log } = deps;
+  const ended = {
+    "x-console-session": "ended",
+    "set-cookie": clearedCookie(deps.cookieName, deps.tls),
+  };
+
+  return async (
+    req: NodeRequest,
+    res: NodeResponse,
+    path: string,
+    session: ConsoleSession | undefined,
+  ) => {
+    const rpc = path.slice(rpcPrefix.length + 1);
+    const handler = lookup(`/${rpc}`);
+    if (handler === undefined) {
+      sendConnectError(res, Code.Unimplemented, "UNIMPLEMENTED", `unknown method ${rpc}`);
+      return;
+    }
+    if (session === undefined || session.stage !== "active") {
+      sendConnectError(
+        res,
+        Code.Unauthenticated,
+        "CONSOLE_SESSION",
+        "sign in to the console",
+        ended,
+      );
+      return;
+    }
+    if (!consoleMayCall(rpc, consoleAccess(session.features, session.roles))) {
+      sendConnectError(
+        res,
+        Code.PermissionDenied,
+        "CONSOLE_PAGE",
+        "the console does not offer this call to you (the policy's UI features)",
+      );
+      return;
+    }
+    let secrets: Awaited<ReturnType<ConsoleSessions["fresh"]>>;
+    try {
+      secrets = await sessions.fresh(session);
+    } catch (err) {
+      log.info(
+        { event: "console_session_ended", user_id: session.userId, cause: "refresh" },
+        "console session ended",
+      );
+      await sessions.end(session.idHash);
+      void err;
+      sendConnectError(
+        res,
+        Code.Unauthenticated,
+        "CONSOLE_SESSION",
+        "the session ended: sign in again",
+        ended,
+      );
+      return;
+    }
+    const uReq = universalRequestFromNodeRequest(
+      req,
+      res,
+      undefined,
+      callContext(req.socket?.remoteAddress ?? "unknown"),
+    );
+    uReq.header.delete("cookie");
+    uReq.header.set("authorization", `Bearer ${secrets.access}`);
+    if (secrets.apiKey) uReq.header.set("x-api-key", secrets.apiKey);
+    else uReq.header.delete("x-api-key");
+    uReq.url = uReq.url.replace(rpcPrefix, "");
+    const uRes = await handler(uReq);
+    if (uRes.status === 401) {
+      // The token or the key is no longer good (revoked, user deactivated, password changed).
+      await sessions.end(session.idHash);
+      uRes.header = new Headers(uRes.header);
+      for (const [k, v] of Object.entries(ended)) uRes.header.set(k, v);
+    } else if (uRes.status === 200 && endingCalls.has(rpc)) {
+      await sessions.end(session.idHash);
+      uRes.header = new Headers(uRes.header);
+      for (const [k, v] of Object.entries(ended)) uRes.header.set(k, v);
+    }
+    setSecurityHeaders(res);
+    res.setHeader("cache-control", "no-store");
+    await universalResponseToNodeResponse(uRes, res);
+  };
+}
