@@ -68,7 +68,14 @@ export function withConsole(next: RequestListener, deps: ConsoleDeps): RequestLi
     ...(deps.now ? { now: deps.now } : {}),
   });
   const api = createConsoleApi({ signIn, sessions, cookieName: name, tls: deps.tls, log });
-  const rpc = createRpcProxy({ lookup, sessions, cookieName: name, tls: deps.tls, log });
+  const rpc = createRpcProxy({
+    lookup,
+    audit: deps.audit,
+    sessions,
+    cookieName: name,
+    tls: deps.tls,
+    log,
+  });
   const files = createStaticFiles(deps.assetsDir ?? defaultAssetsDir());
 
   async function serve(req: NodeRequest, res: NodeResponse, path: string): Promise<void> {

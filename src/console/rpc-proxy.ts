@@ -1,4 +1,6 @@
-import { create } from "@bufbuild/protobuf";
+import { randomUUID } from "node:crypto";
+import { create, type DescMethod } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorToJson } from "@connectrpc/connect/protocol-connect";
 import {
@@ -6,6 +8,7 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import type { AuditWriter } from "../audit/index.js";
 import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse } from "../server/app.js";
 import { errorDomain } from "../server/error-boundary.js";
@@ -17,6 +20,11 @@ import type { ConsoleSession, ConsoleSessions } from "./sessions.js";
 
 export const rpcPrefix = "/console/rpc";
 
+/** Reads (declared free of side effects, or named as reads) are not recorded as console calls. */
+const mayChange = (method: DescMethod) =>
+  method.idempotency !== MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS &&
+  !/^(Get|List|Watch|Check)/.test(method.name);
+
 /** Calls after whose success the console session is over (the login session is, too). */
 const endingCalls = new Set([
   "traitgate.identity.v1.IdentityService/Logout",
@@ -26,6 +34,7 @@ const endingCalls = new Set([
 
 export interface RpcProxyDeps {
   lookup: HandlerLookup;
+  audit: Pick<AuditWriter, "write">;
   sessions: ConsoleSessions;
   cookieName: string;
   tls: boolean;
@@ -66,6 +75,38 @@ export function createRpcProxy(deps: RpcProxyDeps) {
     "x-console-session": "ended",
     "set-cookie": clearedCookie(deps.cookieName, deps.tls),
   };
+
+  /**
+   * A call that may change something, made through the console: who, which call, from which
+   * address, and how it ended (the service records what changed, under the same request id).
+   */
+  async function recordCall(
+    session: ConsoleSession,
+    rpc: string,
+    requestId: string,
+    status: number,
+    clientAddress: string,
+  ): Promise<void> {
+    const outcome =
+      status === 200
+        ? "success"
+        : status === 401 || status === 403
+          ? "denied"
+          : status >= 500
+            ? "error"
+            : "failure";
+    await deps.audit
+      .write({
+        actorType: "user",
+        actorId: session.userId,
+        action: "console_call",
+        target: rpc,
+        outcome,
+        requestId,
+        details: { client_address: clientAddress, http_status: status },
+      })
+      .catch((err: unknown) => log.error({ err, rpc }, "could not record a console call"));
+  }
 
   return async (
     req: NodeRequest,
@@ -117,18 +158,20 @@ export function createRpcProxy(deps: RpcProxyDeps) {
       );
       return;
     }
-    const uReq = universalRequestFromNodeRequest(
-      req,
-      res,
-      undefined,
-      callContext(req.socket?.remoteAddress ?? "unknown"),
-    );
+    const clientAddress = req.socket?.remoteAddress ?? "unknown";
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, callContext(clientAddress));
     uReq.header.delete("cookie");
     uReq.header.set("authorization", `Bearer ${secrets.access}`);
     if (secrets.apiKey) uReq.header.set("x-api-key", secrets.apiKey);
     else uReq.header.delete("x-api-key");
     uReq.url = uReq.url.replace(rpcPrefix, "");
+    // One request id for the service's own audit event and the console's record of the call.
+    const requestId = randomUUID();
+    uReq.header.set("x-request-id", requestId);
     const uRes = await handler(uReq);
+    if (mayChange(handler.method)) {
+      await recordCall(session, rpc, requestId, uRes.status, clientAddress);
+    }
     if (uRes.status === 401) {
       // The token or the key is no longer good (revoked, user deactivated, password changed).
       await sessions.end(session.idHash);

@@ -14,6 +14,7 @@ export function OperatorCallsPage(_: PageProps) {
   const [state, setState] = useState<"connecting" | "live" | "ended">("connecting");
   const [error, setError] = useState<ShownError | undefined>();
   const held = useRef<OperatorCall[]>([]);
+  const [heldCount, setHeldCount] = useState(0);
   const pausedRef = useRef(false);
 
   useEffect(() => {
@@ -27,8 +28,10 @@ export function OperatorCallsPage(_: PageProps) {
         setState("live");
         for await (const res of stream) {
           if (!res.call) continue;
-          if (pausedRef.current) held.current.push(res.call);
-          else setCalls((prev) => [res.call as OperatorCall, ...prev].slice(0, keep));
+          if (pausedRef.current) {
+            held.current.push(res.call);
+            setHeldCount(held.current.length);
+          } else setCalls((prev) => [res.call as OperatorCall, ...prev].slice(0, keep));
         }
         setState("ended");
       } catch (err) {
@@ -47,6 +50,7 @@ export function OperatorCallsPage(_: PageProps) {
     if (!next) {
       const waiting = held.current.reverse();
       held.current = [];
+      setHeldCount(0);
       setCalls((prev) => [...waiting, ...prev].slice(0, keep));
     }
   };
@@ -58,7 +62,7 @@ export function OperatorCallsPage(_: PageProps) {
           ? "Connecting…"
           : state === "live"
             ? paused
-              ? "Paused: new calls are held."
+              ? `Paused: ${heldCount} new call${heldCount === 1 ? "" : "s"} held.`
               : "Live."
             : "The stream ended."}
       </p>
