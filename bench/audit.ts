@@ -98,7 +98,7 @@ async function onPostgres(
     db = await openDatabase({
       connection: url,
       schema,
-      connectTimeoutMs: 3_000,
+      acquireTimeoutMs: 3_000,
       poolSize: 10,
       log: silentLogger,
     });

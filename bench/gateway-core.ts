@@ -67,7 +67,13 @@ const { key } = await core.apiKeys.create(
   { requestId: null },
   {
     name: "gateway bench",
-    scopes: ["plugins:read", "plugins:write", "operator:read", "operator:write"],
+    scopes: [
+      "plugins:read",
+      "plugins:write",
+      "operator:read",
+      "operator:write",
+      "service_accounts:write",
+    ],
     expiresAt: undefined,
   },
 );

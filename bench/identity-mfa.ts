@@ -14,7 +14,8 @@ import type { LoadResult } from "./load.js";
  */
 
 /** POST a JSON body (with a bearer token if given); resolves with the body of a 200. */
-export type Post = (path: string, body: string, token?: string) => Promise<string>;
+/** A POST with a bearer token and, for administrative paths, an X-API-Key. */
+export type Post = (path: string, body: string, token?: string, apiKey?: string) => Promise<string>;
 
 interface MfaUser {
   username: string;
@@ -30,6 +31,7 @@ const codeFor = (secret: string, step: number) => generateSync({ secret, epoch: 
 async function createMfaUsers(
   post: Post,
   password: string,
+  apiKey: string,
   count: number,
   concurrency = 4,
 ): Promise<MfaUser[]> {
@@ -42,7 +44,7 @@ async function createMfaUsers(
     while (next < count) {
       const username = `bench-mfa-${next++}`;
       const user = JSON.stringify({ username, password, roles: ["viewer"] });
-      await post("/api/admin/users", user, admin.token);
+      await post("/api/admin/users", user, admin.token, apiKey);
       const { token } = JSON.parse(
         await post("/auth/login", JSON.stringify({ username, password })),
       ) as { token: string };
@@ -110,12 +112,20 @@ export interface TotpComparison {
 
 export async function compareLoginWithTotp(
   post: Post,
-  options: { loginBody: string; password: string; pairs: number; warmupPairs?: number },
+  options: {
+    loginBody: string;
+    password: string;
+    /** An API key with `users:write`, for creating the users. */
+    apiKey: string;
+    pairs: number;
+    warmupPairs?: number;
+  },
 ): Promise<TotpComparison> {
   const warmup = options.warmupPairs ?? 5;
   const users = await createMfaUsers(
     post,
     options.password,
+    options.apiKey,
     Math.ceil((options.pairs + warmup) / 2) + 4,
   );
   const nextMfaLogin = mfaLogins(users, options.password);

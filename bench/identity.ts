@@ -29,7 +29,7 @@ const password = "bench-password-long-enough";
 
 async function startServer(
   extraEnv: NodeJS.ProcessEnv,
-): Promise<{ url: string; child: ChildProcess; dir: string }> {
+): Promise<{ url: string; child: ChildProcess; dir: string; apiKey: string }> {
   const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-"));
   const env = {
     ...process.env,
@@ -55,6 +55,12 @@ async function startServer(
       },
     );
   }
+  // User administration takes an admin's token and an API key with users:write.
+  const apiKey = execFileSync(
+    process.execPath,
+    [cli, "apikeys", "create", "--name", "bench", "--scope", "users:write"],
+    { env, stdio: ["ignore", "pipe", "inherit"], encoding: "utf8" },
+  ).trim();
   const child = spawn(process.execPath, [cli, "serve"], {
     env,
     stdio: ["ignore", "pipe", "inherit"],
@@ -71,7 +77,7 @@ async function startServer(
     child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
   });
   child.stdout?.resume();
-  return { url, child, dir };
+  return { url, child, dir, apiKey };
 }
 
 function httpGetter(url: string, concurrency: number) {
@@ -105,7 +111,7 @@ function grpcCaller(url: string) {
 function httpPost(url: string) {
   const agent = new Agent({ keepAlive: true, maxSockets: 16 });
   const { hostname, port } = new URL(url);
-  return (path: string, body: string, token?: string) =>
+  return (path: string, body: string, token?: string, apiKey?: string) =>
     new Promise<string>((resolve, reject) => {
       const req = request(
         {
@@ -117,6 +123,7 @@ function httpPost(url: string) {
           headers: {
             "content-type": "application/json",
             ...(token ? { authorization: `Bearer ${token}` } : {}),
+            ...(apiKey ? { "x-api-key": apiKey } : {}),
           },
         },
         (res) => {
@@ -169,7 +176,7 @@ async function benchIdentityOn(
   extraEnv: NodeJS.ProcessEnv,
   seconds: number,
 ): Promise<string> {
-  const { url, child, dir } = await startServer(extraEnv);
+  const { url, child, dir, apiKey } = await startServer(extraEnv);
   try {
     const post = httpPost(url);
     const loginBody = JSON.stringify({ username: "bench", password });
@@ -221,6 +228,7 @@ async function benchIdentityOn(
     const totp = await compareLoginWithTotp(post, {
       loginBody,
       password,
+      apiKey,
       pairs: Math.max(20, Math.round(seconds * 30)),
     });
     results.push(totp.without, totp.with);

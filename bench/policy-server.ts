@@ -38,7 +38,7 @@ async function open(): Promise<{ db: Database; name: string; cleanup: () => Prom
     connection: target,
     schema,
     poolSize: 10,
-    connectTimeoutMs: 3_000,
+    acquireTimeoutMs: 3_000,
     log: createLogger({ level: "silent" }),
   });
   return {

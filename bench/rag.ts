@@ -191,7 +191,7 @@ export async function benchRag(): Promise<string> {
 
     progress("HNSW build");
     started = performance.now();
-    await db.transaction((tx) => buildVectorIndex(tx, hnsw, silentLogger));
+    await db.session((s) => s.transaction((tx) => buildVectorIndex(tx, hnsw, silentLogger)));
     const buildSeconds = (performance.now() - started) / 1000;
     await db.exec("VACUUM ANALYZE");
     progress(`HNSW build ${buildSeconds.toFixed(1)} s; queries`);

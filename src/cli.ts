@@ -4,7 +4,12 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
-import { issueDemoKey, parseApiKeysCreateArgs, runApiKeysCreate } from "./apikeys/command.js";
+import {
+  expiryOf,
+  issueDemoKey,
+  parseApiKeysCreateArgs,
+  runApiKeysCreate,
+} from "./apikeys/command.js";
 import { createApiKeysModule } from "./apikeys/module.js";
 import {
   type AuditWriter,
@@ -22,9 +27,16 @@ import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { startCore } from "./platform.js";
+import {
+  createApiKeyRemotely,
+  createServiceAccountRemotely,
+  createUserRemotely,
+  RemoteError,
+  remoteTarget,
+} from "./remote-admin.js";
 import { runIngestCommand } from "./search/ingest-command.js";
 import { installLastResortGuard } from "./server/last-resort.js";
-import { type Database, migrate, openDatabase } from "./storage/index.js";
+import { type Database, DataDirLockedError, migrate, openDatabase } from "./storage/index.js";
 
 const usage = `Usage: traitgate <command> [options]
 
@@ -32,10 +44,10 @@ Commands:
   serve                      Run the core services (configuration from the environment).
   demo                       Run everything on the embedded database with generated secrets
                              and an admin user whose password is printed once.
-  users create --username NAME [--email EMAIL] [--role ROLE ...]
+  users create --username NAME [--email EMAIL] [--role ROLE ...] [--url URL]
                              Create a user. The password is read from the environment
                              variable TRAITGATE_PASSWORD or, if unset, from standard input.
-  service-accounts create --name NAME [--description TEXT] [--role ROLE ...]
+  service-accounts create --name NAME [--description TEXT] [--role ROLE ...] [--url URL]
                              Create a service account (client credentials for POST
                              /auth/token); prints its client secret once.
   audit verify [--expect-head SEQ:HASH] [--expect-checkpoint JSON]
@@ -45,21 +57,31 @@ Commands:
   audit export [--since T] [--until T] [--action A] [--actor-id ID] [--actor-type T] [--outcome O]
                              Write the matching audit events as JSON lines to stdout, oldest
                              first. (With the embedded database, stop the server first.)
-  apikeys create --name NAME --scope S [--scope S ...] [--expires-in-days N]
+  apikeys create --name NAME --scope S [--scope S ...] [--expires-in-days N] [--url URL]
                              Create an API key (the first one comes from here); prints the
                              key once on stdout. Scopes: docs/api-keys.md.
+
   policy test CASES.json [--policy POLICY.json] [--traits TRAITS.json]
                              Run a table of request -> expected decision against a policy
                              file (default: the shipped policy), with per-rule coverage;
                              exit 1 on a failing case or an invalid policy (docs/policy.md).
   keys rotate                Re-encrypt every value sealed with an older data key under
                              DATA_ENCRYPTION_KEY; exit 1 naming rows that do not open.
-  ingest DIR [--required-traits T,T] [--classification C] [--url URL]
+  ingest DIR [--required-traits T,T] [--classification C] [--url URL] [--source NAME]
+             [--allow-access-change]
                              Send the .md/.txt/.html files under DIR to a running core
-                             (TRAITGATE_URL, TRAITGATE_TOKEN) for search, with progress.
+                             (TRAITGATE_URL, TRAITGATE_TOKEN) for search, with progress;
+                             paths as NAME/... (default: DIR's name). Changing the traits
+                             or classification of documents already ingested needs
+                             --allow-access-change.
   rag-plugin                 Run the RAG plugin as its own process (PORT, default 8080;
                              CORE_SECRET, EMBEDDING_DIM, EMBEDDINGS_*: docs/rag.md).
   help                       Show this text.
+
+With the embedded database, one process at a time opens DATA_DIR: a command refuses to run
+while another process (the server) holds it, naming its pid. users, service-accounts and
+apikeys create then take --url URL: through that server's admin API, as the administrator
+whose access token is in TRAITGATE_TOKEN (apikeys: and an API key in TRAITGATE_API_KEY).
 
 Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
 JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
@@ -72,10 +94,25 @@ AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
 HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS,
 CONSOLE_IDLE_TIMEOUT_SECONDS. See README.md.`;
 
-function fail(message: string): never {
+function fail(message: string, code = 2): never {
   process.stderr.write(`traitgate: ${message}\n`);
-  process.exit(2);
+  process.exit(code);
 }
+
+/** A `--url` command's work; a RemoteError ends the process with its message and exit code. */
+async function remotely<T>(work: () => T | Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof RemoteError) fail(err.message, err.exitCode);
+    throw err;
+  }
+}
+
+/** Said when DATA_DIR is held by another process and the command has a `--url` mode. */
+const urlHint = (scope: string) =>
+  "Or go through that server: add --url URL, with an administrator's access token in " +
+  `TRAITGATE_TOKEN and an API key with ${scope} in TRAITGATE_API_KEY.`;
 
 function configOrExit(demo: boolean): { config: Config; generated: string[] } {
   try {
@@ -153,6 +190,7 @@ async function demo(): Promise<void> {
   }
   const demoKey = await issueDemoKey(core.apiKeys);
   const url = core.server.url;
+  const loopback = /^(127\.|\[::1\]|\[::ffff:127\.)/.test(core.server.address);
   const people: string[] = [];
   for (const [username, role] of [
     ["dr-lee", "clinician"],
@@ -174,6 +212,9 @@ async function demo(): Promise<void> {
   const lines = [
     "",
     `Traitgate demo is running at ${url} (gRPC, Connect, gRPC-Web and REST on one port)`,
+    loopback
+      ? `Listening on ${core.server.address}: this machine only (HOST to change it).`
+      : `Listening on ${core.server.address} (HOST): other machines can reach it and try the password below.`,
     `Admin console: ${url}/console/ (sign in as admin; the policy asks administrators for a`,
     "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
     ...(generated.length > 0
@@ -213,7 +254,8 @@ function packageRoot(): string {
   return dir;
 }
 
-async function readPassword(): Promise<string> {
+/** TRAITGATE_PASSWORD or the first line of stdin; undefined when there is neither. */
+async function readPassword(): Promise<string | undefined> {
   const fromEnv = process.env.TRAITGATE_PASSWORD;
   if (fromEnv) return fromEnv;
   if (process.stdin.isTTY) process.stderr.write("password: ");
@@ -222,23 +264,34 @@ async function readPassword(): Promise<string> {
     rl.close();
     return line;
   }
-  fail("no password: set TRAITGATE_PASSWORD or pass it on standard input");
+  return undefined;
 }
+
+const noPassword = "no password: set TRAITGATE_PASSWORD or pass it on standard input";
 
 /**
  * What a one-shot command works with: the configuration, a logger on stderr, and the
- * migrated database, closed when `fn` is done.
+ * migrated database, closed when `fn` is done. The embedded database is locked first
+ * (src/storage/dir-lock.ts): while another process holds it, nothing is done; `hint` says
+ * what else the operator can do.
  */
 async function withDatabase<T>(
   fn: (ctx: { config: Config; log: Logger; db: Database }) => Promise<T>,
+  hint?: string,
 ): Promise<T> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: "warn", destination: process.stderr });
-  const db = await openDatabase({
-    connection: config.dbConnection,
-    dataDir: embeddedDatabaseDir(config),
-    log,
-  });
+  let db: Database;
+  try {
+    db = await openDatabase({
+      connection: config.dbConnection,
+      dataDir: embeddedDatabaseDir(config),
+      log,
+    });
+  } catch (err) {
+    if (err instanceof DataDirLockedError && hint) throw new Error(`${err.message}. ${hint}`);
+    throw err;
+  }
   try {
     await migrate(db, log);
     return await fn({ config, log, db });
@@ -250,6 +303,7 @@ async function withDatabase<T>(
 /** withDatabase plus an audit writer, flushed before the database closes. */
 function withAudit<T>(
   fn: (ctx: { config: Config; log: Logger; db: Database; audit: AuditWriter }) => Promise<T>,
+  hint?: string,
 ): Promise<T> {
   return withDatabase(async (ctx) => {
     const audit = createAuditWriter({ db: ctx.db, log: ctx.log });
@@ -258,7 +312,7 @@ function withAudit<T>(
     } finally {
       await audit.close();
     }
-  });
+  }, hint);
 }
 
 /** The identity area as the command line uses it (no server). */
@@ -279,23 +333,38 @@ async function usersCreate(args: string[]): Promise<void> {
       username: { type: "string" },
       email: { type: "string", default: "" },
       role: { type: "string", multiple: true, default: [] },
+      url: { type: "string" },
     },
     strict: true,
   });
   const username = values.username;
   if (!username) fail("users create needs --username");
+  const input = { username, email: values.email, roles: values.role };
+  if (values.url !== undefined) {
+    const target = await remotely(() =>
+      remoteTarget(values.url ?? "", process.env, { needsApiKey: true }),
+    );
+    const password = (await readPassword()) ?? fail(noPassword);
+    const user = await remotely(() => createUserRemotely(target, { ...input, password }));
+    process.stdout.write(`${JSON.stringify(user)}\n`);
+    return;
+  }
   configOrExit(false);
-  const password = await readPassword();
-  await withAudit(async (ctx) => {
+  // The password is asked for once the database is this process's (nothing asked in vain).
+  const created = await withAudit(async (ctx) => {
+    const password = await readPassword();
+    if (password === undefined) return false;
     const { identity } = await identityFor(ctx);
     const user = await identity.createUser(
-      { username, email: values.email, password, roles: values.role },
+      { ...input, password },
       { requestId: `cli-${randomBytes(8).toString("hex")}` },
     );
     process.stdout.write(
       `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
     );
-  });
+    return true;
+  }, urlHint("users:write"));
+  if (!created) fail(noPassword);
 }
 
 async function serviceAccountsCreate(args: string[]): Promise<void> {
@@ -305,6 +374,7 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
       name: { type: "string" },
       description: { type: "string", default: "" },
       role: { type: "string", multiple: true, default: [] },
+      url: { type: "string" },
     },
     strict: true,
   });
@@ -316,18 +386,29 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
   for (const role of values.role) {
     if (!/^[a-z][a-z0-9_-]{0,63}$/.test(role)) fail(`--role "${role}" is not a valid role name`);
   }
+  const input = { name, description: values.description, roles: values.role };
+  const shownOnce = "The client secret is shown once; store it in the service's secrets.\n";
+  if (values.url !== undefined) {
+    const target = await remotely(() =>
+      remoteTarget(values.url ?? "", process.env, { needsApiKey: true }),
+    );
+    const created = await remotely(() => createServiceAccountRemotely(target, input));
+    process.stderr.write(shownOnce);
+    process.stdout.write(`${JSON.stringify(created)}\n`);
+    return;
+  }
   await withAudit(async (ctx) => {
     const { serviceAccounts } = await identityFor(ctx);
     const { account, clientSecret } = await serviceAccounts.create(
       { userId: "", kind: "system" },
       { requestId: `cli-${randomBytes(8).toString("hex")}` },
-      { name, description: values.description, roles: values.role },
+      input,
     );
-    process.stderr.write("The client secret is shown once; store it in the service's secrets.\n");
+    process.stderr.write(shownOnce);
     process.stdout.write(
       `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
     );
-  });
+  }, urlHint("service_accounts:write"));
 }
 
 async function auditVerify(args: string[]): Promise<void> {
@@ -365,12 +446,28 @@ async function apiKeysCreate(args: string[]): Promise<void> {
   } catch (err) {
     fail(err instanceof Error ? err.message : String(err));
   }
-  process.exit(
-    await withAudit(({ db, audit, log }) =>
-      runApiKeysCreate(createApiKeysModule({ db, audit, log }).apiKeys, parsed, {
-        stdout: process.stdout,
-        stderr: process.stderr,
+  if (parsed.url !== undefined) {
+    const target = await remotely(() =>
+      remoteTarget(parsed.url ?? "", process.env, { needsApiKey: true }),
+    );
+    const { key, id, prefix } = await remotely(() =>
+      createApiKeyRemotely(target, {
+        ...parsed,
+        expiresAt: expiryOf(parsed.expiresInDays, Date.now()),
       }),
+    );
+    process.stdout.write(`${key}\n`);
+    process.stderr.write(`created API key ${id} (${prefix}); the key is shown only this once.\n`);
+    return;
+  }
+  process.exit(
+    await withAudit(
+      ({ db, audit, log }) =>
+        runApiKeysCreate(createApiKeysModule({ db, audit, log }).apiKeys, parsed, {
+          stdout: process.stdout,
+          stderr: process.stderr,
+        }),
+      urlHint("api_keys:write"),
     ),
   );
 }

@@ -39,6 +39,13 @@ export interface Config {
   host: string;
   dataDir: string;
   dbConnection: string | undefined;
+  /** PostgreSQL waits (docs/architecture.md, "When the database does not answer"). */
+  database: {
+    /** DB_STATEMENT_TIMEOUT_MS: the longest a statement may take, on the server and here. */
+    statementTimeoutMs: number;
+    /** DB_ACQUIRE_TIMEOUT_MS: the longest wait for a pooled or new connection. */
+    acquireTimeoutMs: number;
+  };
   logLevel: LogLevel;
   tls: { certFile: string; keyFile: string } | undefined;
   jwt: JwtConfig;
@@ -270,9 +277,14 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
 
   const config: Omit<Config, "dataKeys"> = {
     port: intVar(env, "PORT", 8080, 0, 65535, problems),
-    host: env.HOST?.trim() || "0.0.0.0",
+    // The demo prints an admin password: it listens on loopback unless told otherwise.
+    host: env.HOST?.trim() || (options.demo ? "127.0.0.1" : "0.0.0.0"),
     dataDir: env.DATA_DIR?.trim() || "./data",
     dbConnection,
+    database: {
+      statementTimeoutMs: intVar(env, "DB_STATEMENT_TIMEOUT_MS", 2_000, 100, 600_000, problems),
+      acquireTimeoutMs: intVar(env, "DB_ACQUIRE_TIMEOUT_MS", 1_000, 100, 600_000, problems),
+    },
     logLevel,
     tls: certFile && keyFile ? { certFile, keyFile } : undefined,
     jwt: {

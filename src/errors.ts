@@ -29,7 +29,7 @@ export interface DomainErrorOptions {
   retryAfterSeconds?: number;
   /**
    * A JSON object for the client, sent as a `google.protobuf.Struct` error detail
-   * (e.g. a plugin's own error body). Never secrets, and never logged.
+   * (e.g. a plugin's own error body). Never secrets, and never logged (see `body`).
    */
   body?: Record<string, unknown>;
 }
@@ -39,7 +39,11 @@ export class DomainError extends Error {
   readonly field: string | undefined;
   readonly metadata: Record<string, string>;
   readonly retryAfterSeconds: number | undefined;
-  readonly body: Record<string, unknown> | undefined;
+  /**
+   * Not enumerable: serializers (pino's `err`, JSON.stringify, util.inspect's default)
+   * never see it, so a logged error cannot carry what a plugin answered.
+   */
+  declare readonly body: Record<string, unknown> | undefined;
 
   constructor(
     readonly kind: ErrorKind,
@@ -51,7 +55,7 @@ export class DomainError extends Error {
     this.field = options.field;
     this.metadata = options.metadata ?? {};
     this.retryAfterSeconds = options.retryAfterSeconds;
-    this.body = options.body;
+    Object.defineProperty(this, "body", { value: options.body, enumerable: false });
   }
 }
 

@@ -63,9 +63,8 @@ export interface StartCoreOptions {
   throttlePolicy?: ThrottlePolicy;
   /** The environment config came from (default process.env): settings show it as a source. */
   env?: NodeJS.ProcessEnv;
-  /** Settings: version poll behind LISTEN/NOTIFY (default 5 s); database timeout (default 3 s). */
+  /** Settings: version poll behind LISTEN/NOTIFY (default 5 s). */
   settingsPollIntervalMs?: number;
-  settingsTimeoutMs?: number;
   /** Policy: generation poll behind LISTEN/NOTIFY (default 1 s). */
   policyPollIntervalMs?: number;
   /** How plugin host names resolve (default getaddrinfo); tests pass their own. */
@@ -80,6 +79,9 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     (await openDatabase({
       connection: config.dbConnection,
       dataDir: embeddedDatabaseDir(config),
+      // Every wait for PostgreSQL is bounded (docs/architecture.md).
+      acquireTimeoutMs: config.database.acquireTimeoutMs,
+      statementTimeoutMs: config.database.statementTimeoutMs,
       log,
     }));
   let stopSettings: () => Promise<void> = async () => {};
@@ -96,7 +98,6 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       env: options.env ?? process.env,
       log,
       ...(options.settingsPollIntervalMs ? { pollIntervalMs: options.settingsPollIntervalMs } : {}),
-      ...(options.settingsTimeoutMs ? { timeoutMs: options.settingsTimeoutMs } : {}),
     });
     stopSettings = () => settingsArea.live.close();
     followLogLevel(log, settingsArea.live);
@@ -215,6 +216,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     log.info(
       {
         url: server.url,
+        address: server.address,
         console: `${server.url}/console/`,
         tls: config.tls !== undefined,
         db: db.kind,

@@ -14,6 +14,8 @@ export interface ApiKeysCreateArgs {
   name: string;
   scopes: string[];
   expiresInDays: number | undefined;
+  /** `--url`: create it through this running core's admin API instead (src/remote-admin.ts). */
+  url: string | undefined;
 }
 
 export interface Output {
@@ -28,6 +30,7 @@ export function parseApiKeysCreateArgs(args: string[]): ApiKeysCreateArgs {
       name: { type: "string" },
       scope: { type: "string", multiple: true, default: [] },
       "expires-in-days": { type: "string" },
+      url: { type: "string" },
     },
     strict: true,
   });
@@ -43,10 +46,15 @@ export function parseApiKeysCreateArgs(args: string[]): ApiKeysCreateArgs {
     name: values.name,
     scopes: values.scope,
     expiresInDays: days === undefined ? undefined : Number(days),
+    url: values.url,
   };
 }
 
 const dayMs = 24 * 3600 * 1000;
+
+/** When a key created now for `days` days expires; undefined: never. */
+export const expiryOf = (days: number | undefined, now: number): Date | undefined =>
+  days === undefined ? undefined : new Date(now + days * dayMs);
 
 /** The command's option for each field the domain names. */
 const optionOfField: Record<string, string> = {
@@ -72,8 +80,7 @@ export async function runApiKeysCreate(
       {
         name: args.name,
         scopes: args.scopes,
-        expiresAt:
-          args.expiresInDays === undefined ? undefined : new Date(now + args.expiresInDays * dayMs),
+        expiresAt: expiryOf(args.expiresInDays, now),
       },
     );
     io.stdout.write(`${key}\n`);
@@ -96,10 +103,13 @@ export async function runApiKeysCreate(
 
 export const demoKeyName = "demo";
 
-/** The demo key's scopes: the settings, audit and API key scopes. */
-export const demoKeyScopes: ApiKeyScope[] = allScopes.filter((s) =>
-  /^(settings|audit|api_keys):/.test(s),
-);
+/**
+ * The demo key's scopes: every scope, so that each example of the docs works with it (users,
+ * service accounts, settings, audit, API keys, policy, plugins and the operator lane), and so
+ * that keys with fewer scopes can be made from it through the API (a key can only pass on the
+ * scopes it holds).
+ */
+export const demoKeyScopes: readonly ApiKeyScope[] = allScopes;
 
 /**
  * Demo mode's key: revokes the demo keys of earlier runs (made on the command line, named

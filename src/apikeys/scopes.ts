@@ -17,6 +17,10 @@ export const apiKeyScopes = {
   "plugins:write": "change plugin registrations",
   "policy:read": "read policies and the trait registry",
   "policy:write": "change policies and the trait registry",
+  "users:read": "list and read user accounts",
+  "users:write": "create, change and delete user accounts, set their passwords, reset their MFA",
+  "service_accounts:read": "list and read service accounts (never their secrets)",
+  "service_accounts:write": "create, change and delete service accounts, rotate their secrets",
 } as const satisfies Record<string, string>;
 
 export type ApiKeyScope = keyof typeof apiKeyScopes;

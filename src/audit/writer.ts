@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { unavailable } from "../errors.js";
+import { DomainError, unavailable } from "../errors.js";
 import type { Logger } from "../log.js";
-import type { Database, Queryable } from "../storage/index.js";
+import {
+  asUnavailable,
+  type Database,
+  databaseUnavailableReason,
+  type Queryable,
+} from "../storage/index.js";
 import { type PreparedEvent, prepareEvent } from "./canonical.js";
 import { type AuditEventInput, toRecord } from "./event.js";
 import { type AppendedEvent, appendBatch } from "./store.js";
@@ -37,8 +42,10 @@ export interface AuditWriter {
   /**
    * Queues the event and resolves once it is committed, with its id, seq (int8 as a decimal
    * string) and hash. Rejects with a DomainError `unavailable` / `AUDIT_UNAVAILABLE` when its
-   * batch could not be committed (then none of that batch was), and with a TypeError, at once,
-   * when the event itself is malformed.
+   * batch could not be committed (then none of that batch was), `DATABASE_UNAVAILABLE` when
+   * that was because the database did not answer (then every event waiting behind the batch
+   * is refused with it too, rather than wait for another attempt), and with a TypeError, at
+   * once, when the event itself is malformed.
    */
   write(event: AuditEventInput): Promise<AppendedEvent>;
   /**
@@ -46,7 +53,8 @@ export interface AuditWriter {
    * change it records or not at all: an administrative change whose event cannot be written
    * is rolled back. Holds the chain's lock until that transaction ends, so keep such
    * transactions short. Rejects with `unavailable` / `AUDIT_UNAVAILABLE` when the append
-   * fails (the transaction must then roll back), with a TypeError for a malformed event.
+   * fails (the transaction must then roll back; `DATABASE_UNAVAILABLE` when the database did
+   * not answer), with a TypeError for a malformed event.
    */
   writeIn(tx: Queryable, event: AuditEventInput): Promise<AppendedEvent>;
   stats(): AuditWriterStats;
@@ -115,6 +123,12 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       stats.failedTransactions++;
       // Message and code only: driver errors can quote row values, which are event details.
       log.error({ error: summary(err), events: batch.length }, "audit batch could not be written");
+      if (isDatabaseUnavailable(err)) {
+        // The next batch would wait for the database as long again: every caller waiting
+        // now gets the answer at once (503, Retry-After), within the one bound.
+        for (const pending of [...batch, ...queue.splice(0)]) pending.reject(err);
+        return;
+      }
       const failure = unavailable("AUDIT_UNAVAILABLE", "the audit log could not be written", {
         cause: err,
       });
@@ -162,6 +176,8 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
         return appended;
       } catch (err) {
         log.error({ error: summary(err) }, "audit event could not be written in its transaction");
+        const mapped = asUnavailable(err);
+        if (isDatabaseUnavailable(mapped)) throw mapped;
         throw unavailable("AUDIT_UNAVAILABLE", "the audit log could not be written", {
           cause: err,
         });
@@ -176,6 +192,9 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     },
   };
 }
+
+const isDatabaseUnavailable = (err: unknown): err is DomainError =>
+  err instanceof DomainError && err.reason === databaseUnavailableReason;
 
 function summary(err: unknown): { message: string; code?: string } {
   const message = err instanceof Error ? err.message : String(err);

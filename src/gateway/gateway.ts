@@ -2,6 +2,7 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import type { AuditEventInput, AuditWriter } from "../audit/index.js";
 import { DomainError, type ErrorKind, invalidArgument, unavailable } from "../errors.js";
 import type { Logger } from "../log.js";
+import { databaseUnavailableReason } from "../storage/index.js";
 import type { OperatorAllowlist } from "./allowlist.js";
 import type { Forwarder, ForwardResult } from "./forwarder.js";
 import type { PluginManifest } from "./manifest.js";
@@ -115,6 +116,10 @@ function kindOfStatus(status: number): ErrorKind {
   }
 }
 
+/** The database did not answer: that error (503, Retry-After) is the answer, as everywhere. */
+const databaseDown = (err: unknown): boolean =>
+  err instanceof DomainError && err.reason === databaseUnavailableReason;
+
 const refuse = (kind: ErrorKind, reason: string, message: string, field?: string) =>
   new DomainError(kind, reason, message, field ? { field } : {});
 
@@ -181,9 +186,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
       );
     }
     const plugin = await deps.plugin(input.pluginId).catch((err: unknown) => {
-      throw unavailable("REGISTRY_UNAVAILABLE", "the plugin registry cannot be read", {
-        cause: err,
-      });
+      throw databaseDown(err)
+        ? err
+        : unavailable("REGISTRY_UNAVAILABLE", "the plugin registry cannot be read", { cause: err });
     });
     if (plugin === null || !plugin.enabled) {
       throw refuse("not_found", "PLUGIN_NOT_FOUND", "no enabled plugin has this id", "plugin_id");
@@ -200,9 +205,11 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const allowed = await allowlist
       .operationsFor(input.callerPlugin, input.pluginId)
       .catch((err: unknown) => {
-        throw unavailable("ALLOWLIST_UNAVAILABLE", "the operator allowlist cannot be read", {
-          cause: err,
-        });
+        throw databaseDown(err)
+          ? err
+          : unavailable("ALLOWLIST_UNAVAILABLE", "the operator allowlist cannot be read", {
+              cause: err,
+            });
       });
     if (!allowed.has(input.operation)) {
       throw refuse(
@@ -313,11 +320,16 @@ export function createGateway(deps: GatewayDeps): Gateway {
   };
 }
 
-/** A plugin answered with an error status; its JSON body goes back to the caller. */
+/**
+ * A plugin answered with an error status; its JSON body goes back to the caller, never to a
+ * log line (DomainError's `body` is not enumerable): a logged PluginError shows the plugin's
+ * status and the size of its reply only.
+ */
 export class PluginError extends DomainError {
   constructor(
     readonly status: number,
     pluginBody: JsonObject | undefined,
+    readonly replyBytes = 0,
   ) {
     super(kindOfStatus(status), "PLUGIN_ERROR", `the plugin answered ${status}`, {
       metadata: { plugin_status: String(status) },
@@ -361,7 +373,8 @@ function replyOf(result: ForwardResult, event: { status: number }): JsonObject {
       );
     case "reply": {
       const parsed = parseObject(result.body);
-      if (result.status < 200 || result.status > 299) throw new PluginError(result.status, parsed);
+      if (result.status < 200 || result.status > 299)
+        throw new PluginError(result.status, parsed, result.body.length);
       if (parsed === undefined) {
         throw new DomainError(
           "internal",

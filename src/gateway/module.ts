@@ -214,29 +214,43 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
             .service(OperatorAllowlistService, createOperatorAllowlistService(allowlist))
             .service(GatewayService, gatewayService),
         authRules: rules,
-        // A refused gateway call is an operator_call like any other (one event per call).
+        // A gateway call refused before the gateway ran (by authentication, validation, or
+        // the transport: a body too large or malformed) is an operator_call like any other:
+        // one event per call.
         onRefused: async (call) => {
-          if (call.rpc !== `${GatewayService.typeName}/Call`) return refusedAdmin(call);
-          // The request was not validated yet (authentication runs first): keep only
-          // well-formed names, so an anonymous caller cannot write what it likes.
+          if (call.rpc !== `${GatewayService.typeName}/Call`) {
+            return call.stage === "auth" ? refusedAdmin(call) : undefined;
+          }
+          // The request may not be validated (authentication runs first) or not even read
+          // (a body too large: only the path's names): keep only well-formed names, so an
+          // anonymous caller cannot write what it likes.
           const req = (call.message ?? {}) as Partial<CallRequest>;
           const name = (v: unknown, pattern: RegExp) =>
-            typeof v === "string" && pattern.test(v) ? v : "<invalid>";
+            v === undefined || v === ""
+              ? ""
+              : typeof v === "string" && pattern.test(v)
+                ? v
+                : "<invalid>";
           const pluginId = name(req.pluginId, /^[a-z0-9][a-z0-9-]{0,62}$/);
           if (!call.caller && !anonymousCalls.take(call.clientAddress, `plugin:${pluginId}`)) {
             return;
           }
+          const { kind } = call.error;
           await deps.audit.write({
             actorType: call.caller?.kind ?? "anonymous",
             actorId: call.caller?.userId ?? null,
             action: "operator_call",
             target: `plugin:${pluginId}`,
-            outcome: "denied",
+            // A credential that could not be checked (the database is down) is an error.
+            outcome:
+              kind === "unavailable" || kind === "internal" || kind === "deadline_exceeded"
+                ? "error"
+                : "denied",
             requestId: call.requestId,
             details: {
               caller: name(req.callerPlugin, /^[a-z0-9][a-z0-9-]{0,62}$/),
               operation: name(req.operation, /^[a-z][a-z0-9_]{0,62}$/),
-              status: call.error.kind === "unauthenticated" ? 401 : 403,
+              status: call.status ?? (kind === "unauthenticated" ? 401 : 403),
               reason: call.error.reason,
               latency_ms: 0,
               payload_bytes: 0,

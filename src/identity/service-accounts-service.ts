@@ -88,13 +88,20 @@ const meta = (ctx: HandlerContext): AdminRequestMeta => ({
   requestId: ctx.values.get(requestIdKey),
 });
 
-/** Service-account administration: every method needs the role `admin`. */
+/** The methods that only read; the others change accounts. */
+const readMethods = new Set(["ListServiceAccounts", "GetServiceAccount"]);
+
+/**
+ * Service-account administration: every method needs the role `admin` and an API key with
+ * the scope `service_accounts:read` (reads) or `service_accounts:write` (changes).
+ */
 export function createServiceAccountAdminModule(accounts: ServiceAccounts): ServiceModule {
-  const adminOnly = requireAuth({ roles: [adminRole] });
+  const read = requireAuth({ roles: [adminRole], apiKeyScopes: ["service_accounts:read"] });
+  const write = requireAuth({ roles: [adminRole], apiKeyScopes: ["service_accounts:write"] });
   const rules = new Map<string, AuthRule>(
     ServiceAccountAdminService.methods.map((m) => [
       `${ServiceAccountAdminService.typeName}/${m.name}`,
-      adminOnly,
+      readMethods.has(m.name) ? read : write,
     ]),
   );
   return {

@@ -103,7 +103,13 @@ export interface UserAdminModuleDeps {
   resetMfa: (tx: Queryable, userId: string) => Promise<boolean>;
 }
 
-/** Wires user administration: every method needs the role `admin`. */
+/** The methods that only read; the others change accounts. */
+const readMethods = new Set(["ListUsers", "GetUser"]);
+
+/**
+ * Wires user administration: every method needs the role `admin` and an API key with the
+ * scope `users:read` (reads) or `users:write` (changes), like every administrative API.
+ */
 export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule {
   const admin = createUserAdmin({
     db: deps.db,
@@ -113,9 +119,13 @@ export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule 
     revokeSessions: deps.revokeSessions,
     resetMfa: deps.resetMfa,
   });
-  const adminOnly = requireAuth({ roles: [adminRole] });
+  const read = requireAuth({ roles: [adminRole], apiKeyScopes: ["users:read"] });
+  const write = requireAuth({ roles: [adminRole], apiKeyScopes: ["users:write"] });
   const rules = new Map<string, AuthRule>(
-    UserAdminService.methods.map((m) => [`${UserAdminService.typeName}/${m.name}`, adminOnly]),
+    UserAdminService.methods.map((m) => [
+      `${UserAdminService.typeName}/${m.name}`,
+      readMethods.has(m.name) ? read : write,
+    ]),
   );
   return {
     services: [UserAdminService],

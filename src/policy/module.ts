@@ -44,8 +44,9 @@ const writeMethods = new Set(["PutTrait", "DeleteTrait", "PutPolicy", "ActivateP
 /**
  * Wires the policy area: the shipped policy is activated on first start, the active version
  * is compiled and kept current across processes. Decisions need any authenticated user or
- * service account (Explain: the role admin, auditor or security_officer); administration needs an API key as well: reads the role admin or
- * auditor and `policy:read`, changes the role admin and `policy:write`.
+ * service account; administration needs an API key as well: reads the role admin or auditor
+ * and `policy:read`, changes the role admin and `policy:write`. Explain, which shows the whole
+ * policy's reasoning, is a read: the role admin, auditor or security_officer and `policy:read`.
  */
 export async function createPolicyModule(
   deps: PolicyModuleDeps,
@@ -65,8 +66,11 @@ export async function createPolicyModule(
   const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [policyReadScope] });
   const write = requireAuth({ roles: ["admin"], apiKeyScopes: [policyWriteScope] });
   // Explain shows every rule of the policy, why it did or did not match: the policy's
-  // readers (admins, auditors, security officers), not every signed-in user.
-  const explain = requireAuth({ roles: ["admin", "auditor", "security_officer"] });
+  // readers (admins, auditors, security officers), with a key that may read it.
+  const explain = requireAuth({
+    roles: ["admin", "auditor", "security_officer"],
+    apiKeyScopes: [policyReadScope],
+  });
   const rule = (name: string): AuthRule =>
     name === "Explain"
       ? explain

@@ -80,6 +80,7 @@ export async function startRagPlugin(options: StartRagPluginOptions): Promise<Ra
     log.info(
       {
         url: server.url,
+        address: server.address,
         db: db.kind,
         dimension: config.dimension,
         embedder: embedder.name,

@@ -13,6 +13,8 @@ export interface IndexInput {
   vector: ArrayLike<number>;
   document: DocumentRecord | undefined;
   chunks: readonly { chunkNo: number; content: string; vector: ArrayLike<number> }[];
+  /** Change a stored document's required traits or classification (else refused). */
+  allowAccessChange?: boolean;
 }
 
 export interface QueryInput {
@@ -190,6 +192,7 @@ export function createRag(deps: { store: RagStore; embedder: Embedder }): Rag {
         { ...document, requiredTraits: unique(document.requiredTraits) },
         records,
         mode,
+        { allowAccessChange: input.allowAccessChange === true },
       );
       return { docId: document.id, chunks: written };
     },

@@ -43,14 +43,20 @@ export async function prepareRagSchema(
     }
     throw err;
   }
-  await db.transaction(async (tx) => {
-    await tx.query(`SELECT pg_advisory_xact_lock(${setupLockKey})`);
-    await setDimension(tx, options.dimension);
-    if (options.buildIndex !== false) await buildVectorIndex(tx, options.hnsw, log);
-  });
+  // In a session: building the index can take far longer than the statement timeout.
+  await db.session((session) =>
+    session.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(${setupLockKey})`);
+      await setDimension(tx, options.dimension);
+      if (options.buildIndex !== false) await buildVectorIndex(tx, options.hnsw, log);
+    }),
+  );
 }
 
-/** Creates the HNSW index (cosine) if it does not exist; the bench times this. */
+/**
+ * Creates the HNSW index (cosine) if it does not exist; the bench times this. Run it in a
+ * session's transaction: on PostgreSQL only sessions may run longer than the statement timeout.
+ */
 export async function buildVectorIndex(
   tx: Executor,
   hnsw: Pick<HnswConfig, "m" | "efConstruction">,

@@ -59,5 +59,6 @@ function indexInput(req: IndexRequest): IndexInput {
             classification: d.classification,
           },
     chunks: req.chunks.map((c) => ({ chunkNo: c.chunkNo, content: c.content, vector: c.vector })),
+    allowAccessChange: req.allowAccessChange,
   };
 }

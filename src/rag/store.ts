@@ -1,4 +1,5 @@
 import type { Database, Executor } from "../storage/index.js";
+import { accessChangeRefused, sameAccess } from "./access-change.js";
 import type { HnswConfig } from "./config.js";
 
 export interface DocumentRecord {
@@ -33,11 +34,14 @@ export interface RagStore {
    * document with exactly these chunks (its others deleted; a re-index never leaves a mix);
    * "upsert" writes these chunks over the same numbers and keeps the others, which take the
    * document's required traits. Chunk numbers must be distinct. Returns the chunks written.
+   * A document stored with other required traits or classification is refused
+   * (DOCUMENT_ACCESS_CHANGE, src/rag/access-change.ts) unless `allowAccessChange`.
    */
   write(
     document: DocumentRecord,
     chunks: readonly ChunkRecord[],
     mode: "replace" | "upsert",
+    options?: { allowAccessChange?: boolean },
   ): Promise<number>;
   /** The chunks removed with the document, or undefined when there was no such document. */
   delete(docId: string): Promise<number | undefined>;
@@ -163,6 +167,19 @@ const upsertDocument = documentStatement(`
      WHERE tenant = $1 AND doc_id = $2 AND chunk_no <> ALL ($10::int[])
        AND required_traits IS DISTINCT FROM $3::text[]`);
 
+/**
+ * Before a write: the document row is created if it is new (a concurrent first write of the
+ * same id waits on it, then finds it), else read and locked, so that the access check and the
+ * write see the same row. $3 title, $4 path, $5 required traits, $6 classification.
+ */
+const claimDocument = `
+  INSERT INTO rag_documents (tenant, id, title, path, required_traits, classification)
+  VALUES ($1, $2, $3, $4, $5::text[], $6)
+  ON CONFLICT (tenant, id) DO NOTHING`;
+const lockDocument = `
+  SELECT required_traits, classification FROM rag_documents
+   WHERE tenant = $1 AND id = $2 FOR UPDATE`;
+
 // The search settings, for this transaction only. relaxed_order lets the index scan go on
 // past ef_search candidates until LIMIT rows pass the filter (or max_scan_tuples is
 // reached); the outer ORDER BY restores the exact order of what it found.
@@ -228,13 +245,42 @@ export function createRagStore(options: RagStoreOptions): RagStore {
     return vectorOid;
   }
 
+  /** Creates the document row if new; else refuses an access change not asked for. */
+  async function claim(tx: Executor, document: DocumentRecord, allowAccessChange: boolean) {
+    const created = await tx.query(claimDocument, [
+      tenant,
+      document.id,
+      document.title,
+      document.path,
+      document.requiredTraits,
+      document.classification,
+    ]);
+    if (created.rowCount > 0 || allowAccessChange) return;
+    const { rows } = await tx.query<{ required_traits: string[]; classification: string }>(
+      lockDocument,
+      [tenant, document.id],
+    );
+    const stored = rows[0];
+    if (
+      stored &&
+      !sameAccess(document, {
+        requiredTraits: stored.required_traits,
+        classification: stored.classification,
+      })
+    ) {
+      throw accessChangeRefused(document.id, `document ${document.id}`);
+    }
+  }
+
   const writeInTransaction = (
     document: DocumentRecord,
     chunks: readonly ChunkRecord[],
     mode: "replace" | "upsert",
+    options: { allowAccessChange?: boolean } = {},
   ) =>
     db.transaction(async (tx) => {
       await tx.query(setTenant, [tenant]);
+      await claim(tx, document, options.allowAccessChange === true);
       const oid = await typeOid(tx);
       const numbers = chunks.map((c) => c.chunkNo);
       // The first batch goes with the document (also when there are no chunks: the document

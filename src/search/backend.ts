@@ -1,6 +1,7 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { DomainError } from "../errors.js";
-import type { Gateway, GatewayCaller } from "../gateway/gateway.js";
+import { type Gateway, type GatewayCaller, PluginError } from "../gateway/gateway.js";
+import { accessChangeReason, accessChangeRefused } from "../rag/access-change.js";
 import type { Rag } from "../rag/rag.js";
 
 /**
@@ -30,9 +31,14 @@ export interface BackendHit {
   classification: string;
 }
 
+export interface IndexOptions {
+  /** Change the stored document's required traits or classification (else DOCUMENT_ACCESS_CHANGE). */
+  allowAccessChange?: boolean;
+}
+
 export interface RagBackend {
   /** Replaces the document's chunks; the number indexed. */
-  index(doc: BackendDocument, requestId: string): Promise<number>;
+  index(doc: BackendDocument, requestId: string, options?: IndexOptions): Promise<number>;
   query(
     input: { q: string; topK: number; userTraits: readonly string[] },
     requestId: string,
@@ -42,7 +48,7 @@ export interface RagBackend {
 /** The built-in store (src/rag) on the core's database. */
 export function builtinBackend(rag: Rag): RagBackend {
   return {
-    async index(doc) {
+    async index(doc, _requestId, options) {
       const { chunks } = await rag.index({
         id: "",
         title: "",
@@ -59,6 +65,7 @@ export function builtinBackend(rag: Rag): RagBackend {
           classification: doc.classification,
         },
         chunks: doc.chunks.map((content, chunkNo) => ({ chunkNo, content, vector: [] })),
+        allowAccessChange: options?.allowAccessChange === true,
       });
       return chunks;
     },
@@ -84,7 +91,7 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
       requestId,
     });
   return {
-    async index(doc, requestId) {
+    async index(doc, requestId, options) {
       const reply = await call(
         "rag_index",
         {
@@ -96,9 +103,21 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
             classification: doc.classification,
           },
           chunks: doc.chunks.map((content, chunk_no) => ({ chunk_no, content })),
+          ...(options?.allowAccessChange ? { allow_access_change: true } : {}),
         },
         requestId,
-      );
+      ).catch((err: unknown) => {
+        // The plugin's own check (its store holds the document with other access): the
+        // core's refusal, not a plugin failure.
+        if (
+          err instanceof PluginError &&
+          err.status === 409 &&
+          reasonOf(err.body) === accessChangeReason
+        ) {
+          throw accessChangeRefused(doc.id, `document ${doc.id}`, { plugin: pluginId });
+        }
+        throw err;
+      });
       return typeof reply.chunks === "number" ? reply.chunks : doc.chunks.length;
     },
     async query(input, requestId) {
@@ -111,6 +130,22 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
       return reply.items.map(hitOf);
     },
   };
+}
+
+/** The reason of a plugin's error body (`{code, message, details: [{reason}]}`). */
+function reasonOf(body: Record<string, unknown> | undefined): string | undefined {
+  const details = body?.details;
+  if (!Array.isArray(details)) return undefined;
+  for (const d of details) {
+    if (
+      d !== null &&
+      typeof d === "object" &&
+      typeof (d as { reason?: unknown }).reason === "string"
+    ) {
+      return (d as { reason: string }).reason;
+    }
+  }
+  return undefined;
 }
 
 const badReply = (why: string) =>

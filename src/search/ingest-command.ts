@@ -1,12 +1,15 @@
 import { readdir, readFile, stat } from "node:fs/promises";
-import { join, relative, sep } from "node:path";
+import { basename, join, relative, resolve, sep } from "node:path";
 import { parseArgs } from "node:util";
 
 /**
  * `traitgate ingest <dir>`: sends the .md, .txt and .html files under a folder to a running
  * core (`POST /api/rag/ingest`) in batches, with their required traits and classification,
  * showing progress (files, chunks, chunks/s, ETA) on standard error. Paths are sent relative
- * to the folder, never as this machine's absolute paths. The core skips unchanged files.
+ * to the folder under a source prefix (`--source`, default the folder's name), never as this
+ * machine's absolute paths: a path is a document's identity, so two folders' notes.md stay two
+ * documents. The core skips unchanged files, and refuses to change who may read a document it
+ * already holds unless `--allow-access-change` is given.
  */
 
 export interface IngestCommandIo {
@@ -42,6 +45,8 @@ export async function filesUnder(root: string): Promise<string[]> {
 
 const usage =
   "usage: traitgate ingest <dir> --required-traits T,T|none --classification C [--url URL]\n" +
+  "         [--source NAME] [--allow-access-change]\n" +
+  "  paths are sent as NAME/<path in dir> (default NAME: the folder's name; --source '' for none)\n" +
   "  the access token of a user whose roles include capability:ingest comes from TRAITGATE_TOKEN";
 
 /** Returns the exit code: 0 done, 1 a request failed, 2 bad usage. */
@@ -53,7 +58,7 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
     io.err.write(`traitgate ingest: ${(err as Error).message}\n${usage}\n`);
     return 2;
   }
-  const { root, requiredTraits, classification, url, token } = parsed;
+  const { root, requiredTraits, classification, url, token, source, allowAccessChange } = parsed;
   if (!(await stat(root).catch(() => undefined))?.isDirectory()) {
     io.err.write(`traitgate ingest: ${root} is not a folder\n`);
     return 2;
@@ -91,6 +96,7 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
           required_traits: requiredTraits,
           classification,
         })),
+        ...(allowAccessChange ? { allow_access_change: true } : {}),
       }),
     }).catch((err: unknown) => err as Error);
     if (res instanceof Error) {
@@ -100,9 +106,19 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
     const body = (await res.json().catch(() => ({}))) as {
       documents?: { chunks: number; skipped: boolean }[];
       message?: string;
+      details?: { reason?: string }[];
     };
     if (!res.ok) {
-      io.err.write(`\ntraitgate ingest: the core answered ${res.status}: ${body.message ?? ""}\n`);
+      const reason = body.details?.find((d) => typeof d.reason === "string")?.reason;
+      io.err.write(
+        `\ntraitgate ingest: the core answered ${res.status}${reason ? ` ${reason}` : ""}: ${body.message ?? ""}\n`,
+      );
+      if (reason === "DOCUMENT_ACCESS_CHANGE") {
+        io.err.write(
+          "  nothing of this batch was indexed; to change who may read it, run again with " +
+            "--allow-access-change (or use another --source for different documents)\n",
+        );
+      }
       return false;
     }
     for (const d of body.documents ?? []) {
@@ -117,7 +133,8 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
   };
   for (const file of files) {
     const content = await readFile(file, "utf8");
-    const path = relative(root, file).split(sep).join("/");
+    const inFolder = relative(root, file).split(sep).join("/");
+    const path = source === "" ? inFolder : `${source}/${inFolder}`;
     if (batch.length >= batchFiles || (bytes + content.length > batchBytes && batch.length > 0)) {
       if (!(await flush())) return 1;
     }
@@ -140,11 +157,21 @@ function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
       "required-traits": { type: "string" },
       classification: { type: "string" },
       url: { type: "string" },
+      source: { type: "string" },
+      "allow-access-change": { type: "boolean", default: false },
     },
     strict: true,
   });
   const root = positionals[0];
   if (root === undefined || positionals.length > 1) throw new Error("name one folder");
+  // The source names the documents of this folder apart from other folders' (ids are paths).
+  const source = values.source ?? basename(resolve(root));
+  if (values.source === undefined && source === "") {
+    throw new Error("the folder has no name to use as the source: say one with --source NAME");
+  }
+  if (source !== "" && (/[/\\]/.test(source) || source === "." || source === "..")) {
+    throw new Error(`--source must be one path segment, without / or \\ (got "${source}")`);
+  }
   const token = env.TRAITGATE_TOKEN?.trim();
   if (!token) throw new Error("set TRAITGATE_TOKEN to an access token (POST /auth/login)");
   const url = (values.url ?? env.TRAITGATE_URL ?? "http://127.0.0.1:8080").replace(/\/+$/, "");
@@ -163,5 +190,13 @@ function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
           .split(",")
           .map((t) => t.trim())
           .filter((t) => t !== "");
-  return { root, requiredTraits, classification: values.classification, url, token };
+  return {
+    root,
+    requiredTraits,
+    classification: values.classification,
+    url,
+    token,
+    source,
+    allowAccessChange: values["allow-access-change"],
+  };
 }

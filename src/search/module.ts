@@ -70,7 +70,8 @@ export function createSearchModule(deps: SearchModuleDeps): {
     return builtinStore;
   };
   const lazyBuiltin: RagBackend = {
-    index: async (doc, requestId) => (await builtinBackendOnce()).index(doc, requestId),
+    index: async (doc, requestId, options) =>
+      (await builtinBackendOnce()).index(doc, requestId, options),
     query: async (input, requestId) => (await builtinBackendOnce()).query(input, requestId),
   };
   const search = createSearch({

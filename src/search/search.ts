@@ -5,6 +5,13 @@ import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
 import type { BackendHit, RagBackend } from "./backend.js";
 import { type ChunkingOptions, chunkText, defaultChunking, textOf } from "./chunking.js";
+import {
+  accessChanges,
+  changeEvent,
+  refusal,
+  refusalEvent,
+  refuseDuplicates,
+} from "./ingest-access.js";
 import type { IngestStore } from "./ingest-store.js";
 
 /**
@@ -48,10 +55,15 @@ export interface Search {
     input: { q: string; topK: number },
     requestId: string,
   ): Promise<SearchResultItem[]>;
+  /**
+   * A document already ingested with other required traits or classification refuses the
+   * request (DOCUMENT_ACCESS_CHANGE, nothing indexed) unless `allowAccessChange`.
+   */
   ingest(
     caller: SearchCaller,
     documents: readonly IngestDocumentInput[],
     requestId: string,
+    options?: { allowAccessChange?: boolean },
   ): Promise<IngestedDocument[]>;
 }
 
@@ -234,7 +246,8 @@ export function createSearch(deps: SearchDeps): Search {
       return items;
     },
 
-    async ingest(caller, documents, requestId) {
+    async ingest(caller, documents, requestId, options = {}) {
+      const allowAccessChange = options.allowAccessChange === true;
       const engine = deps.policy();
       if (!traitsOfRoles(engine, caller.roles).has(ingestCapability)) {
         throw permissionDenied("CAPABILITY", `ingestion needs a role with ${ingestCapability}`);
@@ -277,11 +290,23 @@ export function createSearch(deps: SearchDeps): Search {
           .digest("hex");
         return { doc, docId: docIdOf(doc.path), title, requiredTraits, chunks, hash };
       });
+      refuseDuplicates(prepared);
+      // Who may read a document does not change unless the caller says so (ingest-access.ts).
+      const records = await ingested.findMany(
+        key,
+        prepared.map((p) => p.docId),
+      );
+      const changes = accessChanges(prepared, records);
+      if (changes.length > 0 && !allowAccessChange) {
+        await audit.write(refusalEvent(caller, key, changes, requestId));
+        throw refusal(changes);
+      }
+      const changeOf = new Map(changes.map((c) => [c.docId, c]));
       const results: IngestedDocument[] = [];
       let failure: unknown;
       try {
         for (const p of prepared) {
-          const previous = await ingested.find(key, p.docId);
+          const previous = records.get(p.docId);
           // Records from before the core kept traits and classification (classification "")
           // are indexed again, so that search can check results against them.
           if (previous?.contentHash === p.hash && previous.classification !== "") {
@@ -303,6 +328,7 @@ export function createSearch(deps: SearchDeps): Search {
               chunks: p.chunks,
             },
             requestId,
+            { allowAccessChange },
           );
           await ingested.record(key, {
             docId: p.docId,
@@ -313,6 +339,8 @@ export function createSearch(deps: SearchDeps): Search {
             classification: p.doc.classification,
           });
           results.push({ path: p.doc.path, docId: p.docId, chunks: indexed, skipped: false });
+          const change = changeOf.get(p.docId);
+          if (change) await audit.write(changeEvent(caller, key, change, requestId));
         }
       } catch (err) {
         failure = err;
@@ -329,6 +357,7 @@ export function createSearch(deps: SearchDeps): Search {
           documents: results.length,
           indexed: results.filter((r) => !r.skipped).length,
           chunks: results.reduce((n, r) => n + (r.skipped ? 0 : r.chunks), 0),
+          ...(allowAccessChange ? { allow_access_change: true } : {}),
           ...(failure === undefined
             ? {}
             : {

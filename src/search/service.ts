@@ -21,6 +21,7 @@ export function createSearchService(search: Search): ServiceImpl<typeof SearchSe
           classification: d.classification,
         })),
         requestId(ctx),
+        { allowAccessChange: req.allowAccessChange },
       );
       return { documents };
     },

@@ -21,7 +21,9 @@ import { createValidateInterceptor } from "@connectrpc/validate";
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
-import { clientAddressKey } from "./context.js";
+import { createCallEnd } from "./call-end.js";
+import { markHandled, noteAnswered, noteOutcome, protocolOf, startCall } from "./call-record.js";
+import { type CallRecord, callRecordKey, clientAddressKey, requestIdKey } from "./context.js";
 import { isPlainGrpc, serveGrpcUnary } from "./grpc-unary.js";
 import { type HealthChecker, registerHealth } from "./health.js";
 import {
@@ -48,7 +50,8 @@ export interface ServiceModule {
   authRules: ReadonlyMap<string, AuthRule>;
   /**
    * Records refusals of this module's methods in its own way (the gateway writes
-   * them as operator_call events) instead of the app's `onRefused`.
+   * them as operator_call events) instead of the app's `onRefused`; unlike that one, also
+   * told of calls refused before their method ran for other reasons (RefusedCall.stage).
    */
   onRefused?: (call: RefusedCall) => Promise<void>;
 }
@@ -65,15 +68,22 @@ export interface AppOptions {
   maxBodyBytes: number;
 }
 
-/** Sends each refusal to the hook of the module that owns the method, or to the default. */
-function refusalRecorder(
+/** The modules' own refusal hooks, by service type name. */
+function refusalHooks(
   modules: readonly ServiceModule[],
-  fallback: ((call: RefusedCall) => Promise<void>) | undefined,
-): (call: RefusedCall) => Promise<void> {
+): Map<string, (call: RefusedCall) => Promise<void>> {
   const byService = new Map<string, (call: RefusedCall) => Promise<void>>();
   for (const m of modules) {
     if (m.onRefused) for (const s of m.services) byService.set(s.typeName, m.onRefused);
   }
+  return byService;
+}
+
+/** Sends each refusal to the hook of the module that owns the method, or to the default. */
+function refusalRecorder(
+  byService: ReadonlyMap<string, (call: RefusedCall) => Promise<void>>,
+  fallback: ((call: RefusedCall) => Promise<void>) | undefined,
+): (call: RefusedCall) => Promise<void> {
   return async (call) => {
     const own = byService.get(call.rpc.slice(0, call.rpc.indexOf("/")));
     await (own ?? fallback)?.(call);
@@ -99,6 +109,7 @@ export function createApp(options: AppOptions): {
   }
   for (const m of modules) for (const [k, v] of m.authRules) authRules.set(k, v);
   const services = modules.flatMap((m) => m.services);
+  const hooks = refusalHooks(modules);
 
   const interceptors = [
     createRequestInterceptor(log),
@@ -106,9 +117,10 @@ export function createApp(options: AppOptions): {
       authenticator: options.authenticator,
       rules: authRules,
       ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
-      onRefused: refusalRecorder(modules, options.onRefused),
+      onRefused: refusalRecorder(hooks, options.onRefused),
     }),
     createValidateInterceptor(),
+    markHandled,
   ];
   // Unary methods are also called in process (gRPC's fast path, REST) behind the same
   // interceptors: the recording router registers on Connect's and keeps them.
@@ -130,8 +142,6 @@ export function createApp(options: AppOptions): {
     options.health,
   );
 
-  const contextValues = (req: NodeRequest) =>
-    createContextValues().set(clientAddressKey, req.socket?.remoteAddress ?? "unknown");
   const handlers = router.handlers;
   const byPath = new Map<string, UniversalHandler>(handlers.map((h) => [h.requestPath, h]));
   const rest = createRestTranscoder({
@@ -145,42 +155,74 @@ export function createApp(options: AppOptions): {
     ),
     maxBodyBytes: options.maxBodyBytes,
     log,
-    contextValues,
   });
 
-  const listener: RequestListener = (req, res) => {
+  /** Serves one request; resolves once it is answered (or its client is gone). */
+  const serve = (req: NodeRequest, res: NodeResponse, call: CallRecord): Promise<void> => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const contextValues = createContextValues()
+      .set(clientAddressKey, call.clientAddress)
+      .set(requestIdKey, call.requestId)
+      .set(callRecordKey, call);
+    const contentType = req.headers["content-type"] ?? "";
     const handler = byPath.get(path);
     if (handler !== undefined) {
+      call.protocol = protocolOf(contentType);
+      call.rpc = path.slice(1);
       const spec = isPlainGrpc(req) ? unary.get(path) : undefined;
       if (spec !== undefined) {
-        serveGrpcUnary(spec, req as Http2ServerRequest, res as Http2ServerResponse, {
+        return serveGrpcUnary(spec, req as Http2ServerRequest, res as Http2ServerResponse, {
           methods: unary,
           maxBodyBytes: options.maxBodyBytes,
-          contextValues: contextValues(req),
+          contextValues,
           log,
         }).catch((err: unknown) => log.error({ err, rpc: path }, "gRPC call failed"));
-        return;
       }
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues(req));
+      const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
+      // Ended when the response closes (universalResponseToNodeResponse never settles: it
+      // waits for an "end" event that Node's responses do not emit).
+      const closed = new Promise<void>((resolve) => res.once("close", resolve));
+      let answer: { status: number; header?: Headers; trailer?: Headers } | undefined;
       handler(uReq)
-        .then((uRes) => universalResponseToNodeResponse(uRes, res))
+        .then((uRes) => {
+          answer = uRes;
+          return universalResponseToNodeResponse(uRes, res);
+        })
         .catch((err: unknown) => {
           if (ConnectError.from(err).code !== Code.Aborted)
             log.error({ err, rpc: path }, "handler failed");
         });
-      return;
+      return closed.then(() => {
+        if (answer !== undefined) noteAnswered(call, answer);
+      });
     }
-    const contentType = req.headers["content-type"] ?? "";
     if (contentType.startsWith("application/grpc")) {
+      call.protocol = protocolOf(contentType);
+      noteOutcome(call, Code.Unimplemented);
       unimplemented(path, contentType, res);
-      return;
+      return Promise.resolve();
     }
     if (path === "/healthz" || path === "/readyz") {
-      void probe(path, options.health, res);
-      return;
+      call.protocol = "http";
+      call.route = `${req.method} ${path}`;
+      return probe(path, options.health, res).then((ready) =>
+        noteOutcome(call, ready ? 0 : Code.Unavailable),
+      );
     }
-    rest(req, res);
+    return rest(req, res, contextValues);
+  };
+
+  const end = createCallEnd({
+    log,
+    refusalHooks: hooks,
+    authRules,
+    authenticator: options.authenticator,
+  });
+  const listener: RequestListener = (req, res) => {
+    const call = startCall(req, res, "rest");
+    void serve(req, res, call)
+      .catch((err: unknown) => log.error({ err, rpc: call.rpc }, "request failed"))
+      .then(() => end(call, req, res));
   };
   return { listener, handlers };
 }
@@ -198,7 +240,7 @@ function unimplemented(path: string, contentType: string, res: NodeResponse): vo
 }
 
 /** `/healthz`: the process answers. `/readyz`: and the database answers too. */
-async function probe(path: string, health: HealthChecker, res: NodeResponse): Promise<void> {
+async function probe(path: string, health: HealthChecker, res: NodeResponse): Promise<boolean> {
   const ready =
     path === "/healthz" || (await health.check().catch(() => "NOT_SERVING")) === "SERVING";
   const body = JSON.stringify({ status: ready ? "ok" : "unavailable" });
@@ -207,4 +249,5 @@ async function probe(path: string, health: HealthChecker, res: NodeResponse): Pr
     "cache-control": "no-store",
   });
   res.end(body);
+  return ready;
 }

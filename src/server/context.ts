@@ -41,6 +41,39 @@ export const principalKey = createContextKey<Principal | undefined>(undefined, {
 });
 
 /**
+ * What the access log line and the record of a refused call need to know about one call,
+ * filled in by each layer it passes (src/server/call-record.ts). Never logged as a whole.
+ */
+export interface CallRecord {
+  readonly requestId: string;
+  readonly clientAddress: string;
+  /** performance.now() when the request arrived. */
+  readonly started: number;
+  /** "grpc", "grpc-web", "connect", "rest" or "http" (probes). */
+  protocol: string;
+  /** "<package.Service>/<Method>", once the request is known to be for a method. */
+  rpc?: string;
+  /** A REST call's route: "POST /gateway/{plugin_id}/{operation}" (the template, not the path). */
+  route?: string;
+  /** Who called, once a credential was verified (also when the call was then refused). */
+  caller?: Omit<Principal, "apiKey">;
+  apiKeyId?: string;
+  /** The request message once parsed (for the record of a refused call; never logged). */
+  message?: unknown;
+  /** The outcome: 0 for success, else the Connect code, with the ErrorInfo reason. */
+  code?: number;
+  reason?: string;
+  /** The auth interceptor has reported the call's refusal (to the `onRefused` hooks). */
+  refusalReported: boolean;
+  /** The method's implementation was called (past authentication and validation). */
+  handled: boolean;
+}
+
+export const callRecordKey = createContextKey<CallRecord | undefined>(undefined, {
+  description: "the call's record, for the access log",
+});
+
+/**
  * The caller of a method that acts on the platform (administration, the
  * caller's own account): a user or a service account. Plugin credentials are
  * good for gateway calls only. Throws when the auth interceptor set no

@@ -23,8 +23,15 @@ const codeOfKind: Record<ErrorKind, Code> = {
   internal: Code.Internal,
 };
 
+/** The error kind of a Connect code (codes no kind has become `internal`). */
+export function kindOfCode(code: Code): ErrorKind {
+  if (code === Code.Canceled) return "aborted";
+  for (const [kind, c] of Object.entries(codeOfKind)) if (c === code) return kind as ErrorKind;
+  return "internal";
+}
+
 /** Reasons for errors that Connect itself raises, so that every error has one. */
-const reasonOfCode: Partial<Record<Code, string>> = {
+export const reasonOfCode: Partial<Record<Code, string>> = {
   [Code.InvalidArgument]: "INVALID_ARGUMENT",
   [Code.Unauthenticated]: "UNAUTHENTICATED",
   [Code.PermissionDenied]: "PERMISSION_DENIED",

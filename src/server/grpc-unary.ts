@@ -3,6 +3,8 @@ import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Logger } from "../log.js";
+import { noteError, noteOutcome } from "./call-record.js";
+import { callRecordKey } from "./context.js";
 import { clientGoneSignal, type UnaryMethods, type UnarySpec } from "./unary.js";
 
 /**
@@ -191,11 +193,15 @@ export async function serveGrpcUnary(
     res.end(frame);
   } catch (err) {
     client.end();
+    // Errors of the call were noted by the interceptors; this adapter's own are noted here.
+    const call = options.contextValues.get(callRecordKey);
     if (err instanceof ConnectError) {
+      noteError(call, err);
       sendStatus(res, err, options.log);
       return;
     }
     // Interceptors map every error of a call; what arrives here is this adapter's own.
+    noteOutcome(call, Code.Internal, "INTERNAL");
     options.log.error({ err, rpc: req.url }, "gRPC call failed");
     sendStatus(res, new ConnectError("internal error", Code.Internal), options.log);
   }

@@ -27,6 +27,30 @@ export function httpStatusOf(code: Code): number {
   return statusOfCode[code] ?? 500;
 }
 
+/** The code of each status in the table above (the most general code where several share one). */
+const codeOfStatus = new Map<number, Code>([
+  [400, Code.InvalidArgument],
+  [401, Code.Unauthenticated],
+  [403, Code.PermissionDenied],
+  [404, Code.NotFound],
+  [409, Code.Aborted],
+  [429, Code.ResourceExhausted],
+  [499, Code.Canceled],
+  [500, Code.Internal],
+  [501, Code.Unimplemented],
+  [503, Code.Unavailable],
+  [504, Code.DeadlineExceeded],
+]);
+
+/**
+ * The code of an answer known only by its HTTP status (an error Connect's own handler
+ * answered before any interceptor saw the call): 0 for a success, Unknown when no code has it.
+ */
+export function codeOfHttpStatus(status: number): Code | 0 {
+  if (status >= 200 && status < 300) return 0;
+  return codeOfStatus.get(status) ?? Code.Unknown;
+}
+
 /** Connect's lowercase snake_case name of a code, e.g. "invalid_argument". */
 export function codeName(code: Code): string {
   return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toLowerCase();

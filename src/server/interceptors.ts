@@ -1,8 +1,9 @@
-import { randomUUID } from "node:crypto";
-import { ConnectError, type Interceptor } from "@connectrpc/connect";
+import type { Interceptor } from "@connectrpc/connect";
 import { DomainError, permissionDenied, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
+import { noteError, noteOutcome, requestIdOf } from "./call-record.js";
 import {
+  callRecordKey,
   clientAddressKey,
   loggerKey,
   type Principal,
@@ -10,8 +11,6 @@ import {
   requestIdKey,
 } from "./context.js";
 import { toConnectError } from "./error-boundary.js";
-
-const requestIdPattern = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * A child logger made on first use. Most calls log nothing at the configured
@@ -30,39 +29,51 @@ function lazyChild(root: Logger, bindings: Record<string, string>): Logger {
 }
 
 /**
- * Outermost interceptor: request id (taken from `x-request-id` when sane,
- * generated otherwise, echoed back), a child logger, one access log line per
- * call, and the error boundary, so that even errors of inner interceptors are
- * mapped in one place.
+ * Outermost interceptor: the request id (the call record's, see src/server/call-record.ts;
+ * else taken from `x-request-id` when sane or generated), echoed back; a child logger; the
+ * error boundary, so that even errors of inner interceptors are mapped in one place; and
+ * the call's outcome in its record, for the access log line written when the call ends
+ * (src/server/call-end.ts). Server streams are followed to their end.
  */
 export function createRequestInterceptor(root: Logger): Interceptor {
   return (next) => async (req) => {
-    const incoming = req.header.get("x-request-id");
-    const requestId =
-      incoming !== null && requestIdPattern.test(incoming) ? incoming : randomUUID();
+    const call = req.contextValues.get(callRecordKey);
+    const requestId = call?.requestId ?? requestIdOf(req.header.get("x-request-id"));
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const log = lazyChild(root, { request_id: requestId, rpc });
     req.contextValues.set(requestIdKey, requestId);
     req.contextValues.set(loggerKey, log);
-    const started = performance.now();
+    if (call !== undefined) {
+      call.rpc = rpc;
+      call.message = req.stream ? undefined : req.message;
+    }
+    const fail = (err: unknown) => {
+      const error = toConnectError(err, log);
+      error.metadata.set("x-request-id", requestId);
+      noteError(call, error);
+      return error;
+    };
     try {
       const res = await next(req);
       res.header.set("x-request-id", requestId);
-      if (root.isLevelEnabled("debug")) {
-        log.debug({ code: "ok", duration_ms: +(performance.now() - started).toFixed(3) }, "rpc");
+      if (!res.stream) {
+        noteOutcome(call, 0);
+        return res;
       }
-      return res;
+      const messages = res.message;
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* messages;
+            noteOutcome(call, 0);
+          } catch (err) {
+            throw fail(err);
+          }
+        })(),
+      };
     } catch (err) {
-      const error = toConnectError(err, log);
-      error.metadata.set("x-request-id", requestId);
-      log.info(
-        {
-          code: ConnectError.from(error).code,
-          duration_ms: +(performance.now() - started).toFixed(3),
-        },
-        "rpc failed",
-      );
-      throw error;
+      throw fail(err);
     }
   };
 }
@@ -131,8 +142,16 @@ export interface ApiKeyVerifier {
   verify(key: string): Promise<VerifiedApiKey>;
 }
 
-/** A call refused by authentication or authorisation, for the audit trail. */
+/** A call refused before its method ran, for the audit trail. */
 export interface RefusedCall {
+  /**
+   * "auth": by authentication or authorisation (this interceptor), reported before the
+   * refusal is answered. "before_handler": anywhere else before the method ran (the
+   * transport: a body too large, not JSON or malformed; validation; a credential that could
+   * not be checked), reported once the call has ended, and only to the hook of the module
+   * that owns the method (src/server/call-end.ts).
+   */
+  stage: "auth" | "before_handler";
   rpc: string;
   /** The rule the call failed. */
   rule: Extract<AuthRule, { public: false }>;
@@ -141,9 +160,14 @@ export interface RefusedCall {
   /** The caller when the token was valid (refused for a role or a key). */
   caller?: AuthenticatedCaller;
   apiKeyId?: string;
-  /** The request message of a unary call (its fields as parsed), else undefined. */
+  /**
+   * The request message of a unary call (its fields as parsed), else undefined; for a REST
+   * call refused before its body was read, what its path says.
+   */
   message: unknown;
   error: DomainError;
+  /** The HTTP status the caller got (REST), or the one of its code; known at stage "before_handler". */
+  status?: number;
 }
 
 export interface AuthInterceptorOptions {
@@ -172,14 +196,19 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
     const rpc = `${req.service.typeName}/${req.method.name}`;
     const rule = rules.get(rpc) ?? anyCaller;
     if (rule.public) return next(req);
+    const call = req.contextValues.get(callRecordKey);
     let caller: AuthenticatedCaller | undefined;
     let apiKey: VerifiedApiKey | undefined;
     try {
       caller = await authenticator.authenticate(req.header.get("authorization"), {
         allowMfaEnrollment: rule.allowMfaEnrollment === true,
       });
+      if (call !== undefined) call.caller = caller;
       const scopes = rule.apiKeyScopes ?? [];
-      if (scopes.length > 0) apiKey = await verifyApiKey(apiKeys, req.header.get("x-api-key"));
+      if (scopes.length > 0) {
+        apiKey = await verifyApiKey(apiKeys, req.header.get("x-api-key"));
+        if (call !== undefined) call.apiKeyId = apiKey.id;
+      }
       if (rule.roles.length > 0 && !rule.roles.some((r) => caller?.roles.includes(r))) {
         throw permissionDenied(
           "ROLE",
@@ -199,8 +228,10 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
       const refused =
         err instanceof DomainError &&
         (err.kind === "unauthenticated" || err.kind === "permission_denied");
+      if (refused && call !== undefined) call.refusalReported = true;
       if (onRefused !== undefined && refused) {
         await onRefused({
+          stage: "auth",
           rpc,
           rule,
           requestId: req.contextValues.get(requestIdKey),

@@ -46,8 +46,11 @@ export interface ListenerStats {
 
 export interface RunningServer {
   readonly port: number;
+  /** Where clients reach it: with every interface bound, a loopback address. */
   readonly url: string;
   stats(): ListenerStats;
+  /** The address it is bound to, host:port ([v6]:port), e.g. "0.0.0.0:8080" or "127.0.0.1:8080". */
+  readonly address: string;
   /** Stops accepting, lets in-flight requests finish (up to graceMs), then closes every connection. */
   close(graceMs?: number): Promise<void>;
 }
@@ -132,7 +135,8 @@ export async function listen(
   // The HTTP/1.1 server never listens itself; told that its port is open, it starts the
   // timer that enforces its header and request timeouts (else a slow client holds a socket).
   plaintext?.http1.emit("listening");
-  const port = (server.address() as AddressInfo).port;
+  const bound = server.address() as AddressInfo;
+  const port = bound.port;
   const host = options.host === "0.0.0.0" || options.host === "::" ? "127.0.0.1" : options.host;
 
   return {
@@ -143,6 +147,7 @@ export async function listen(
       requests: inflight.size,
       refusedConnections: gate.refused(),
     }),
+    address: `${bound.family === "IPv6" ? `[${bound.address}]` : bound.address}:${port}`,
     async close(graceMs = 5000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Stops its timeout timer and closes its idle keep-alive connections.

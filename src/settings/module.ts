@@ -24,13 +24,9 @@ export interface SettingsModuleDeps {
   config: Config;
   env: NodeJS.ProcessEnv;
   log: Logger;
-  /** Longest wait for the database per call (default 3 s), then DATABASE_UNAVAILABLE. */
-  timeoutMs?: number;
   /** Version poll behind LISTEN/NOTIFY (default 5 s). */
   pollIntervalMs?: number;
 }
-
-export const defaultSettingsTimeoutMs = 3_000;
 
 /**
  * Wires the settings area: reading needs the role admin or auditor and the key scope
@@ -48,7 +44,6 @@ export async function createSettingsModule(
     audit: deps.audit,
     environment: environmentValues(deps.config, deps.env),
     log,
-    timeoutMs: deps.timeoutMs ?? defaultSettingsTimeoutMs,
     committed: () => live?.refresh() ?? Promise.resolve(),
   });
   live = await startLiveSettings({

@@ -24,7 +24,6 @@ import {
   type StoredSettings,
   settingsStore,
 } from "./settings-store.js";
-import { createBounded } from "./timeout.js";
 import { type Bad, invalidSettings, maxReportedKeys, shown, validateUpdate } from "./validation.js";
 
 /**
@@ -101,8 +100,6 @@ export interface SettingsDeps {
   /** The environment's values (src/settings/effective.ts). */
   environment: ReadonlyMap<string, SettingValue>;
   log: Logger;
-  /** Longest wait for the database before answering DATABASE_UNAVAILABLE. */
-  timeoutMs: number;
   /** Called after an update committed, before the answer (the process applies it at once). */
   committed?: () => Promise<void>;
 }
@@ -114,9 +111,10 @@ const historyValue = (def: SettingDefinition, value: SettingValue | undefined): 
   value === undefined ? null : def.secret ? secretMask : value;
 
 export function createSettings(deps: SettingsDeps): Settings {
-  const { db, box, audit, environment, log, timeoutMs } = deps;
-
-  const bounded = createBounded(timeoutMs);
+  // Every wait for the database is bounded by the handle itself (DB_ACQUIRE_TIMEOUT_MS,
+  // DB_STATEMENT_TIMEOUT_MS): a statement that gets no answer fails, and its transaction
+  // is rolled back with it (only a COMMIT already sent may still apply when it resumes).
+  const { db, box, audit, environment, log } = deps;
 
   const resolve = (stored: StoredSettings) => resolveSettings(stored, environment, box, log);
 
@@ -151,92 +149,88 @@ export function createSettings(deps: SettingsDeps): Settings {
     accepted: Map<string, SettingValue | null>,
     expectedVersion: number | undefined,
   ) {
-    return bounded((expired) =>
-      db.transaction(async (tx) => {
-        const stored = await settingsStore.read(tx, true);
-        if (expectedVersion !== undefined && expectedVersion !== stored.version) {
-          throw new DomainError(
-            "aborted",
-            "VERSION_MISMATCH",
-            `the settings are at version ${stored.version}, not ${expectedVersion}: read them again`,
-            {
-              metadata: {
-                current_version: String(stored.version),
-                expected_version: String(expectedVersion),
-              },
+    return db.transaction(async (tx) => {
+      const stored = await settingsStore.read(tx, true);
+      if (expectedVersion !== undefined && expectedVersion !== stored.version) {
+        throw new DomainError(
+          "aborted",
+          "VERSION_MISMATCH",
+          `the settings are at version ${stored.version}, not ${expectedVersion}: read them again`,
+          {
+            metadata: {
+              current_version: String(stored.version),
+              expected_version: String(expectedVersion),
             },
-          );
-        }
-        const before = resolve(stored);
-        const writes: NewUpdate["writes"] = [];
-        const changes: NewUpdate["changes"] = [];
-        const masked: Bad[] = [];
-        for (const def of settingDefinitions) {
-          if (!accepted.has(def.key)) continue;
-          const next = accepted.get(def.key) ?? null;
-          const saved = stored.values.get(def.key);
-          const current = saved === undefined ? undefined : openedOrNothing(box, def.key, saved);
-          if (def.secret && typeof next === "string") {
-            const effective = String(before.values[def.key] ?? "");
-            if (isMaskedEcho(next, effective)) continue; // the masked value, sent back unchanged
-            if (containsMask(next)) {
-              masked.push({
-                key: def.key,
-                problem: "MASKED_VALUE",
-                message: "holds the mask ****: send the whole new value to change a secret",
-              });
-              continue;
-            }
-          }
-          if ((next ?? undefined) === current) continue;
-          writes.push({
-            key: def.key,
-            stored:
-              next === null
-                ? undefined
-                : def.secret
-                  ? { kind: "sealed", sealed: box.seal(String(next), sealContext(def.key)) }
-                  : { kind: "plain", value: next },
-          });
-          changes.push({
-            key: def.key,
-            before: historyValue(def, current),
-            after: historyValue(def, next ?? undefined),
-          });
-        }
-        if (masked.length > 0) throw invalidSettings(masked);
-        const version = writes.length === 0 ? stored.version : stored.version + 1;
-        if (writes.length > 0) {
-          await settingsStore.write(tx, {
-            version,
-            userId: actor.userId,
-            username: actor.username,
-            requestId: meta.requestId,
-            writes,
-            changes,
-          });
-        }
-        // The update and its event commit together: an event that cannot be written rolls
-        // the update back (503 AUDIT_UNAVAILABLE).
-        const changed = changes.map((c) => c.key);
-        await audit.writeIn(
-          tx,
-          auditEvent(actor, meta, "success", {
-            version,
-            changed,
-            changes,
-            restart_required: changed.filter((key) => definitionOf(key)?.restartRequired),
-          }),
+          },
         );
-        // Answered DATABASE_UNAVAILABLE already: roll back rather than apply it unseen.
-        if (expired()) throw new Error("settings update outlived its timeout");
-        return { version, changes };
-      }),
-    );
+      }
+      const before = resolve(stored);
+      const writes: NewUpdate["writes"] = [];
+      const changes: NewUpdate["changes"] = [];
+      const masked: Bad[] = [];
+      for (const def of settingDefinitions) {
+        if (!accepted.has(def.key)) continue;
+        const next = accepted.get(def.key) ?? null;
+        const saved = stored.values.get(def.key);
+        const current = saved === undefined ? undefined : openedOrNothing(box, def.key, saved);
+        if (def.secret && typeof next === "string") {
+          const effective = String(before.values[def.key] ?? "");
+          if (isMaskedEcho(next, effective)) continue; // the masked value, sent back unchanged
+          if (containsMask(next)) {
+            masked.push({
+              key: def.key,
+              problem: "MASKED_VALUE",
+              message: "holds the mask ****: send the whole new value to change a secret",
+            });
+            continue;
+          }
+        }
+        if ((next ?? undefined) === current) continue;
+        writes.push({
+          key: def.key,
+          stored:
+            next === null
+              ? undefined
+              : def.secret
+                ? { kind: "sealed", sealed: box.seal(String(next), sealContext(def.key)) }
+                : { kind: "plain", value: next },
+        });
+        changes.push({
+          key: def.key,
+          before: historyValue(def, current),
+          after: historyValue(def, next ?? undefined),
+        });
+      }
+      if (masked.length > 0) throw invalidSettings(masked);
+      const version = writes.length === 0 ? stored.version : stored.version + 1;
+      if (writes.length > 0) {
+        await settingsStore.write(tx, {
+          version,
+          userId: actor.userId,
+          username: actor.username,
+          requestId: meta.requestId,
+          writes,
+          changes,
+        });
+      }
+      // The update and its event commit together: an event that cannot be written rolls
+      // the update back (503 AUDIT_UNAVAILABLE).
+      const changed = changes.map((c) => c.key);
+      await audit.writeIn(
+        tx,
+        auditEvent(actor, meta, "success", {
+          version,
+          changed,
+          changes,
+          restart_required: changed.filter((key) => definitionOf(key)?.restartRequired),
+        }),
+      );
+      return { version, changes };
+    });
   }
 
   async function load(): Promise<EffectiveSettings> {
-    return resolve(await bounded(() => settingsStore.read(db)));
+    return resolve(await settingsStore.read(db));
   }
 
   return {
@@ -311,9 +305,11 @@ export function createSettings(deps: SettingsDeps): Settings {
         }
         beforeVersion = Number(input.pageToken);
       }
-      const updates = await bounded(() =>
-        settingsStore.history(db, { limit: limit + 1, beforeVersion, key: input.key || undefined }),
-      );
+      const updates = await settingsStore.history(db, {
+        limit: limit + 1,
+        beforeVersion,
+        key: input.key || undefined,
+      });
       const page = updates.slice(0, limit);
       const last = page.at(-1);
       return {
@@ -324,7 +320,7 @@ export function createSettings(deps: SettingsDeps): Settings {
 
     load,
 
-    version: () => bounded(() => settingsStore.version(db)),
+    version: () => settingsStore.version(db),
   };
 }
 

@@ -15,7 +15,8 @@ export interface Driver {
   readonly kind: Database["kind"];
   query<R>(sql: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>>;
   exec(script: string): Promise<void>;
-  acquire(): Promise<Lease>;
+  /** `unbounded`: statements on it may take as long as they need (sessions: maintenance). */
+  acquire(options?: { unbounded?: boolean }): Promise<Lease>;
   ping(timeoutMs: number): Promise<void>;
   listen(channel: string, handlers: ListenHandlers): Promise<NotificationSubscription>;
   close(): Promise<void>;
@@ -126,7 +127,7 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
 
     async session(fn) {
       enter();
-      const lease = await mapUnavailable(driver.acquire());
+      const lease = await mapUnavailable(driver.acquire({ unbounded: true }));
       const scope: Scope = { what: "session", open: true, busy: false };
       const session: Session = {
         ...handle(lease.conn, scope),

@@ -2,6 +2,7 @@ import { openPglite } from "./pglite.js";
 import { openPostgres } from "./postgres.js";
 import type { Database, OpenDatabaseOptions } from "./types.js";
 
+export { DataDirLockedError } from "./dir-lock.js";
 export { type MigrateOptions, type Migration, migrate, readMigrations } from "./migrate.js";
 export type { ListenHandlers, NotificationSubscription } from "./notify.js";
 export type {
@@ -12,7 +13,7 @@ export type {
   QueryResult,
   Session,
 } from "./types.js";
-export { databaseUnavailableReason, isConnectionError } from "./unavailable.js";
+export { asUnavailable, databaseUnavailableReason, isConnectionError } from "./unavailable.js";
 
 /**
  * Opens the database DB_CONNECTION names: a postgres:// URL → PostgreSQL through `pg`;
@@ -32,7 +33,7 @@ export async function openDatabase(options: OpenDatabaseOptions): Promise<Databa
   return openPostgres({
     url: connection,
     schema: options.schema,
-    connectTimeoutMs: positive(options.connectTimeoutMs, 5_000, "connectTimeoutMs"),
+    acquireTimeoutMs: positive(options.acquireTimeoutMs, 5_000, "acquireTimeoutMs"),
     statementTimeoutMs: positive(options.statementTimeoutMs, 30_000, "statementTimeoutMs"),
     poolSize: positive(options.poolSize, 10, "poolSize"),
     log,

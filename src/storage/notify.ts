@@ -1,4 +1,4 @@
-import { Client, type ClientConfig, escapeIdentifier } from "pg";
+import { Client, type ClientConfig, escapeIdentifier, type QueryConfig } from "pg";
 import type { Logger } from "../log.js";
 
 /**
@@ -34,13 +34,16 @@ const maxDelayMs = 2_000;
 
 /**
  * Listens on its own connection (not one of the pool's: a pooled connection is reset and
- * shared). A lost connection is re-opened with backoff until `close`.
+ * shared). A lost connection is re-opened with backoff until `close`. Connecting is bounded
+ * by the config's connectionTimeoutMillis, the LISTEN statement by statementTimeoutMs, so a
+ * server that accepts and does not answer is retried like one that refuses.
  */
 export async function listenPostgres(
   config: ClientConfig,
   channel: string,
   handlers: ListenHandlers,
   log: Logger,
+  options: { statementTimeoutMs: number },
 ): Promise<NotificationSubscription> {
   checkChannel(channel);
   let client: Client | undefined;
@@ -86,7 +89,11 @@ export async function listenPostgres(
     });
     try {
       await c.connect();
-      await c.query(`LISTEN ${escapeIdentifier(channel)}`);
+      const listen: QueryConfig & { query_timeout: number } = {
+        text: `LISTEN ${escapeIdentifier(channel)}`,
+        query_timeout: options.statementTimeoutMs,
+      };
+      await c.query(listen);
     } catch (err) {
       await c.end().catch(() => {});
       throw err;

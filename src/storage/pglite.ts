@@ -4,6 +4,7 @@ import { vector } from "@electric-sql/pglite-pgvector";
 import { fromSql } from "pgvector";
 import type { Logger } from "../log.js";
 import { createDatabase, type Driver, withTimeout } from "./database.js";
+import { type DirLock, lockDataDir } from "./dir-lock.js";
 import { createMutex } from "./mutex.js";
 import type { Database, Executor, QueryResult } from "./types.js";
 
@@ -18,19 +19,31 @@ export interface PgliteOptions {
 /**
  * The embedded database: one PGlite (PostgreSQL in WebAssembly) with pgvector available.
  * PGlite is a single connection, so every statement, transaction and session takes one
- * lock in turn; a query from outside never runs inside someone else's transaction.
+ * lock in turn; a query from outside never runs inside someone else's transaction. A
+ * directory is one process's at a time (src/storage/dir-lock.ts): a second open fails at
+ * once with a DataDirLockedError naming the holder, before PGlite touches the files.
  */
 export async function openPglite({ dataDir, template, log }: PgliteOptions): Promise<Database> {
-  if (!dataDir.includes("://")) await mkdir(dataDir, { recursive: true });
+  let dirLock: DirLock | undefined;
+  if (!dataDir.includes("://")) {
+    await mkdir(dataDir, { recursive: true });
+    dirLock = lockDataDir(dataDir);
+  }
   const started = performance.now();
-  // int8 as pg returns it: a string (PGlite's default is a number or a bigint by size). Given
-  // here, not per query, so that PGlite's array parsers (int8[]) use it too.
-  const pglite = await PGlite.create({
-    dataDir,
-    extensions: { vector },
-    parsers: { 20: String },
-    ...(template ? { loadDataDir: template } : {}),
-  });
+  let pglite: PGlite;
+  try {
+    // int8 as pg returns it: a string (PGlite's default is a number or a bigint by size). Given
+    // here, not per query, so that PGlite's array parsers (int8[]) use it too.
+    pglite = await PGlite.create({
+      dataDir,
+      extensions: { vector },
+      parsers: { 20: String },
+      ...(template ? { loadDataDir: template } : {}),
+    });
+  } catch (err) {
+    dirLock?.release();
+    throw err;
+  }
   log.debug(
     { dataDir, ms: Math.round(performance.now() - started) },
     "embedded database (PGlite) open",
@@ -75,7 +88,13 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
       unlock();
     }
   }
-  await refreshTypes();
+  try {
+    await refreshTypes();
+  } catch (err) {
+    await pglite.close().catch(() => {});
+    dirLock?.release();
+    throw err;
+  }
 
   const driver: Driver = {
     kind: "pglite",
@@ -126,7 +145,11 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
       };
     },
     async close() {
-      await exclusive(() => pglite.close());
+      try {
+        await exclusive(() => pglite.close());
+      } finally {
+        dirLock?.release();
+      }
       log.debug({ dataDir }, "embedded database closed");
     },
   };

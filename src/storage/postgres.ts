@@ -3,21 +3,26 @@ import {
   type ClientBase,
   type ClientConfig,
   escapeIdentifier,
-  type QueryResult as PgResult,
   Pool,
-  type QueryConfig,
+  type PoolClient,
 } from "pg";
 import { registerTypes } from "pgvector/pg";
 import type { Logger } from "../log.js";
 import { createDatabase, type Driver, withTimeout } from "./database.js";
 import { listenPostgres } from "./notify.js";
-import type { Database, Executor, QueryResult } from "./types.js";
+import { connectWithin, leaseOf, releaseAfter, runScript, runStatement } from "./pg-connections.js";
+import type { Database } from "./types.js";
 
 export interface PostgresOptions {
   /** postgres:// or postgresql:// URL; never logged (it may hold a password). */
   url: string;
   schema?: string | undefined;
-  connectTimeoutMs: number;
+  /** Longest wait for a connection: an idle one from the pool, or a new one set up. */
+  acquireTimeoutMs: number;
+  /**
+   * Longest a statement may take: the server's statement_timeout, and a timer here, which
+   * also fires when the server accepts connections but does not answer at all.
+   */
   statementTimeoutMs: number;
   poolSize: number;
   log: Logger;
@@ -25,21 +30,26 @@ export interface PostgresOptions {
 
 const schemaName = /^[a-z_][a-z0-9_]*$/;
 
-/** PostgreSQL through a `pg` pool, optionally confined to one schema (created if missing). */
+/**
+ * PostgreSQL through a `pg` pool, optionally confined to one schema (created if missing).
+ * Every wait is bounded (src/storage/pg-connections.ts): taking a connection by
+ * acquireTimeoutMs, each statement by statementTimeoutMs, except in sessions (maintenance:
+ * migrations, index builds), whose statements may take as long as they need.
+ */
 export async function openPostgres(options: PostgresOptions): Promise<Database> {
-  const { url, schema, log } = options;
+  const { url, schema, log, acquireTimeoutMs, statementTimeoutMs } = options;
   if (schema !== undefined && !schemaName.test(schema)) {
     throw new Error(`invalid database schema name "${schema}": use [a-z_][a-z0-9_]*`);
   }
   const server = describeServer(url);
   const base: ClientConfig = {
     connectionString: url,
-    connectionTimeoutMillis: options.connectTimeoutMs,
-    statement_timeout: options.statementTimeoutMs,
+    connectionTimeoutMillis: acquireTimeoutMs,
+    statement_timeout: statementTimeoutMs,
     application_name: "traitgate",
     keepAlive: true,
   };
-  if (schema !== undefined) await createSchema(base, schema);
+  if (schema !== undefined) await createSchema(base, schema, statementTimeoutMs);
 
   const pool = new Pool({
     ...base,
@@ -55,51 +65,61 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
   });
   log.debug({ server, schema, poolSize: options.poolSize }, "PostgreSQL pool created");
 
+  // A connection that drops while checked out emits `error`; without a listener that would
+  // end the process. The statement under way fails with it and reports it.
+  const onError = (err: Error) => {
+    log.warn({ server, error: summary(err) }, "PostgreSQL connection failed while in use");
+  };
+
+  /** One pooled connection for one statement or script. */
+  async function once<T>(work: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await connectWithin(pool, acquireTimeoutMs);
+    client.on("error", onError);
+    let result: T;
+    try {
+      result = await work(client);
+    } catch (err) {
+      client.off("error", onError);
+      releaseAfter(client, err);
+      throw err;
+    }
+    client.off("error", onError);
+    releaseAfter(client);
+    return result;
+  }
+
   const driver: Driver = {
     kind: "postgres",
-    query: (sql, params) => run(pool, sql, params),
-    async exec(script) {
-      await pool.query(script);
-    },
-    async acquire() {
-      const client = await pool.connect();
-      // A connection that drops between two statements of a transaction emits `error`;
-      // without a listener that would end the process.
-      const onError = (err: Error) => {
-        log.warn({ server, error: summary(err) }, "PostgreSQL connection failed while in use");
-      };
+    query: (sql, params) => once((client) => runStatement(client, sql, params, statementTimeoutMs)),
+    exec: (script) => once((client) => runScript(client, script, statementTimeoutMs)),
+    async acquire(acquireOptions) {
+      const client = await connectWithin(pool, acquireTimeoutMs);
       client.on("error", onError);
-      const conn: Executor = {
-        query: (sql, params) => run(client, sql, params),
-        async exec(script) {
-          await client.query(script);
-        },
-      };
-      return {
-        conn,
-        async release(reset) {
+      const unbounded = acquireOptions?.unbounded === true;
+      const lease = leaseOf(client, {
+        timeoutMs: unbounded ? undefined : statementTimeoutMs,
+        resetTimeoutMs: statementTimeoutMs,
+        onRelease: () => client.off("error", onError),
+      });
+      if (unbounded) {
+        try {
+          await runScript(client, "SET statement_timeout = 0", statementTimeoutMs);
+        } catch (err) {
           client.off("error", onError);
-          if (!reset) return client.release();
-          // Reset before closing, so that locks are free as soon as this resolves (closing
-          // alone frees them only when the server notices). Closed rather than pooled again,
-          // so the next connection also learns types a migration created (pgvector's).
-          try {
-            await client.query("ROLLBACK");
-            await client.query("DISCARD ALL");
-          } catch {
-            // A broken connection: closing it below frees what it held.
-          }
-          client.release(true);
-        },
-      };
+          releaseAfter(client, err);
+          throw err;
+        }
+      }
+      return lease;
     },
     ping: (timeoutMs) =>
       withTimeout(
-        pool.query("select 1").then(() => {}),
+        driver.query("select 1", undefined).then(() => {}),
         timeoutMs,
         "PostgreSQL",
       ),
-    listen: (channel, handlers) => listenPostgres(base, channel, handlers, log),
+    listen: (channel, handlers) =>
+      listenPostgres(base, channel, handlers, log, { statementTimeoutMs }),
     async close() {
       await pool.end();
       log.debug({ server }, "PostgreSQL pool closed");
@@ -108,30 +128,12 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
   return createDatabase(driver);
 }
 
-/**
- * One statement over the extended protocol, as PGlite runs it: the same SQL behaves the same
- * on both (several statements in one `query` fail on both; `exec` runs scripts).
- */
-async function run<R>(
-  target: Pick<ClientBase, "query">,
-  text: string,
-  params: readonly unknown[] | undefined,
-): Promise<QueryResult<R>> {
-  const config: QueryConfig<unknown[]> & { queryMode: "extended" } = {
-    text,
-    values: params ? [...params] : [],
-    queryMode: "extended",
-  };
-  const result: PgResult = await target.query(config);
-  return { rows: result.rows as R[], rowCount: result.rowCount ?? 0 };
-}
-
-async function createSchema(base: ClientConfig, schema: string): Promise<void> {
+async function createSchema(base: ClientConfig, schema: string, timeoutMs: number): Promise<void> {
   const client = new Client(base);
   client.on("error", () => {}); // the failing call below reports it
   await client.connect();
   try {
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${escapeIdentifier(schema)}`);
+    await runScript(client, `CREATE SCHEMA IF NOT EXISTS ${escapeIdentifier(schema)}`, timeoutMs);
   } catch (err) {
     // Two processes creating the same schema at once: the loser sees a duplicate.
     const code = (err as { code?: unknown }).code;

@@ -35,6 +35,9 @@ export interface Database extends Session {
    *
    * Inside `transaction` and `session`, use only the handle passed to fn: calling the
    * database itself there throws (on PGlite it would wait for fn forever).
+   *
+   * A session is for maintenance (migrations, index builds): its statements are not bounded
+   * by the statement timeout, which bounds every other statement.
    */
   session<T>(fn: (session: Session) => Promise<T>): Promise<T>;
   /** Resolves when the database answers `select 1` within timeoutMs (default 2000). */
@@ -58,9 +61,16 @@ export interface OpenDatabaseOptions {
   dataDir?: string;
   /** pg only: schema to use as search_path, created if missing ([a-z_][a-z0-9_]*). */
   schema?: string;
-  /** pg only: connect timeout (default 5000 ms). */
-  connectTimeoutMs?: number;
-  /** pg only: statement_timeout (default 30000 ms). */
+  /**
+   * pg only: the longest wait for a connection, from the pool or a new one (default 5000 ms;
+   * the core passes DB_ACQUIRE_TIMEOUT_MS). Then DATABASE_UNAVAILABLE.
+   */
+  acquireTimeoutMs?: number;
+  /**
+   * pg only: the longest a statement may take, enforced by the server (statement_timeout)
+   * and by the client, also when the server does not answer at all (default 30000 ms; the
+   * core passes DB_STATEMENT_TIMEOUT_MS). Then DATABASE_UNAVAILABLE. Sessions are exempt.
+   */
   statementTimeoutMs?: number;
   /** pg only: pool size (default 10). */
   poolSize?: number;

@@ -155,6 +155,18 @@ describe("traitgate apikeys create", { timeout: 180_000 }, () => {
     const exported = await runCli(["audit", "export", "--action", "api_key_create"], e);
     expect(exported.stdout).toBe("");
   });
+
+  it("creates keys for user and service account administration", async () => {
+    const e = env({ JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey });
+    const scopes = ["users:read", "users:write", "service_accounts:read", "service_accounts:write"];
+    const created = await runCli(
+      ["apikeys", "create", "--name", "people", ...scopes.flatMap((s) => ["--scope", s])],
+      e,
+    );
+    expect(created.code, created.stderr).toBe(0);
+    expect(created.stdout.trim()).toMatch(keyPattern);
+    expect(created.stderr).toContain(scopes.join(", "));
+  });
 });
 
 describe("traitgate demo", { timeout: 180_000 }, () => {
@@ -171,6 +183,31 @@ describe("traitgate demo", { timeout: 180_000 }, () => {
     expect(logLines.join("")).not.toContain(key1.slice(13));
     const token1 = await login(url1, "admin", password1);
     expect((await listKeys(url1, token1, key1)).status).toBe(200);
+    // The key holds what the docs' examples need, every administrative API included.
+    for (const path of [
+      "/api/admin/users",
+      "/api/admin/service-accounts",
+      "/api/admin/settings",
+      "/api/admin/policy/versions/active",
+      "/admin/plugins",
+      "/admin/operator/allowlist",
+    ]) {
+      const res = await fetch(`${url1}${path}`, {
+        headers: { authorization: `Bearer ${token1}`, "x-api-key": key1 },
+      });
+      expect(res.status, path).toBe(200);
+    }
+    // And it can hand on any of its scopes to a narrower key (no scope it lacks, no escalation).
+    const narrower = await fetch(`${url1}/api/admin/api-keys`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${token1}`,
+        "x-api-key": key1,
+        "content-type": "application/json",
+      },
+      body: JSON.stringify({ name: "ops", scopes: ["plugins:write", "operator:write"] }),
+    });
+    expect(narrower.status).toBe(200);
     const audit = await fetch(`${url1}/api/admin/audit?action=api_key_create`, {
       headers: { authorization: `Bearer ${token1}`, "x-api-key": key1 },
     });

@@ -46,12 +46,14 @@ async function loginAndValidate(url: string, username: string, password: string)
 
 describe("traitgate demo", () => {
   it("starts on the embedded database, prints the admin password once, and it logs in", async () => {
-    const { child, output: outputNow } = await startCli(
-      ["demo"],
-      baseEnv(tempDir()),
-      /Search as each/,
-    );
+    // No HOST: the demo, which prints an admin password, listens on loopback only.
+    const { HOST: _, ...env } = baseEnv(tempDir());
+    const { child, output: outputNow } = await startCli(["demo"], env, /Search as each/);
     const output = outputNow();
+    const listening = JSON.parse(
+      output.split("\n").find((l) => l.includes("traitgate listening")) ?? "{}",
+    ) as { url: string; address: string };
+    expect(listening.address).toBe(`127.0.0.1:${new URL(listening.url).port}`);
     expect(output).toContain("JWT_SECRET was not set");
     expect(output).toContain("DATA_ENCRYPTION_KEY was not set");
     const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
@@ -91,7 +93,7 @@ describe("traitgate demo", () => {
     expect(await searchAs("dr-lee")).toEqual(["clinical", "public", "staff"]);
     expect(await searchAs("vic")).toEqual(["public", "staff"]);
     expect(await stopCli(child)).toBe(0);
-  }, 60_000);
+  }, 180_000);
 });
 
 describe("traitgate serve", () => {
@@ -125,7 +127,7 @@ describe("traitgate users create", () => {
     expect(JSON.parse(fromEnv.stdout)).toMatchObject({ username: "nurse", roles: ["clinician"] });
     expect(fromEnv.stdout + fromEnv.stderr).not.toContain("nurse-password-long");
     const fromStdin = await runCli(
-      ["users", "create", "--username", "clerk", "--role", "viewer"],
+      ["users", "create", "--username", "clerk", "--role", "admin"],
       env,
       "clerk-password-long\n",
     );
@@ -133,6 +135,13 @@ describe("traitgate users create", () => {
     // Each creation committed with its user_create event (the system actor, docs/audit.md).
     const created = await runCli(["audit", "verify"], env);
     expect(created.stdout).toMatch(/audit chain intact: 2 events /);
+    // The key `--url` needs below (every administrative API takes a token and a scoped key).
+    const minted = await runCli(
+      ["apikeys", "create", "--name", "late users", "--scope", "users:write"],
+      env,
+    );
+    expect(minted.code, minted.stderr).toBe(0);
+    const apiKey = minted.stdout.trim();
 
     const { child, output: outputNow } = await startCli(["serve"], env, /traitgate listening/);
     const url = listeningUrl(outputNow());
@@ -143,12 +152,38 @@ describe("traitgate users create", () => {
     expect(await loginAndValidate(url, "clerk", "clerk-password-long")).toMatchObject({
       valid: true,
     });
+    // The server holds DATA_DIR: a second process on it is refused before it does anything,
+    // naming the server's pid (issue 13, item 8: it used to print an id and lose the user).
+    const late = { ...env, TRAITGATE_PASSWORD: "late-password-long" };
+    const refused = await runCli(["users", "create", "--username", "late"], late);
+    expect(refused.code).toBe(1);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toContain(`in use by process ${child.pid} `);
+    expect(refused.stderr).toContain("--url");
+    // Through the running server's API instead: an administrator's token and a key with
+    // users:write from the environment.
+    const login = await fetch(`${url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "clerk", password: "clerk-password-long" }),
+    });
+    const { token } = (await login.json()) as { token: string };
+    const remote = await runCli(["users", "create", "--url", url, "--username", "late"], {
+      ...late,
+      TRAITGATE_TOKEN: token,
+      TRAITGATE_API_KEY: apiKey,
+    });
+    expect(remote.code).toBe(0);
+    expect(JSON.parse(remote.stdout)).toMatchObject({ username: "late", roles: [] });
+    expect(await loginAndValidate(url, "late", "late-password-long")).toMatchObject({
+      valid: true,
+    });
     expect(await stopCli(child)).toBe(0);
     // The logins above were audited; the chain verifies from the command line.
     const verify = await runCli(["audit", "verify"], env);
     expect(verify.code).toBe(0);
     expect(verify.stdout).toMatch(/audit chain intact: [1-9]\d* events/);
-  });
+  }, 180_000);
 
   it("never takes a password on the command line", async () => {
     const env = { ...baseEnv(tempDir()), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };

@@ -19,6 +19,8 @@ describe.each(databaseTargets())("a deleted caller's allowlist entries, on $name
   const now = Date.now();
   let server: TestServer;
   let admin = "";
+  /** An API key for service account administration (token and key, like every admin API). */
+  let key = "";
 
   beforeAll(async () => {
     server = await startTestServer({
@@ -28,6 +30,7 @@ describe.each(databaseTargets())("a deleted caller's allowlist entries, on $name
     await server.createUser("root", password, ["admin"]);
     const login = await callJson(server.url, "/auth/login", { username: "root", password });
     admin = login.body.token as string;
+    key = await server.createApiKey(["service_accounts:write"]);
     // Nothing listens on its port: an allowlisted call answers 503, any other 403.
     await register("target");
   });
@@ -74,7 +77,7 @@ describe.each(databaseTargets())("a deleted caller's allowlist entries, on $name
       server.url,
       "/api/admin/service-accounts",
       { name, roles: ["service"] },
-      { token: admin },
+      { token: admin, headers: { "x-api-key": key } },
     );
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const account = res.body.service_account as { service_account_id: string };
@@ -96,7 +99,7 @@ describe.each(databaseTargets())("a deleted caller's allowlist entries, on $name
       server.url,
       `/api/admin/service-accounts/${first.id}`,
       undefined,
-      { token: admin, method: "DELETE" },
+      { token: admin, method: "DELETE", headers: { "x-api-key": key } },
     );
     expect(deleted.status).toBe(200);
     const second = await createAccount("sa-again");

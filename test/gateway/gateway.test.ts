@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { AuditEventInput } from "../../src/audit/index.js";
+import { unavailable } from "../../src/errors.js";
 import type { ForwardRequest, ForwardResult } from "../../src/gateway/forwarder.js";
 import {
   type CallInput,
@@ -10,6 +11,7 @@ import {
 import { checkManifest, endpointPathProblem } from "../../src/gateway/manifest.js";
 import type { PluginRecord } from "../../src/gateway/plugin-store.js";
 import { silentLogger } from "../../src/log.js";
+import { databaseUnavailableReason } from "../../src/storage/index.js";
 
 /** The gateway's decisions with every dependency faked: what is refused, and that it fails closed. */
 
@@ -118,6 +120,22 @@ describe("gateway decisions", () => {
     expect(h.events.map((e) => [e.action, e.outcome, e.details?.status])).toEqual([
       ["operator_call", "error", 503],
     ]);
+  });
+
+  it("answers DATABASE_UNAVAILABLE with Retry-After when the allowlist's database does not answer", async () => {
+    const h = harness({
+      operationsFor: async () => {
+        throw unavailable(databaseUnavailableReason, "the database did not answer in time", {
+          retryAfterSeconds: 1,
+        });
+      },
+    });
+    await expect(h.gateway.call(input())).rejects.toMatchObject({
+      kind: "unavailable",
+      reason: "DATABASE_UNAVAILABLE",
+      retryAfterSeconds: 1,
+    });
+    expect(h.forwarded).toEqual([]);
   });
 
   it("refuses calls once an operator_call event is lost, until the audit log works again", async () => {

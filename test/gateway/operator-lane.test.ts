@@ -117,14 +117,13 @@ beforeAll(async () => {
       "plugins:write",
       "operator:read",
       "operator:write",
+      "service_accounts:write",
     ]),
   };
-  const sa = await callJson(
-    server.url,
-    "/api/admin/service-accounts",
-    { name: "ai-core", roles: ["service"] },
-    { token: admin.token },
-  );
+  const sa = await adminCall("/api/admin/service-accounts", {
+    name: "ai-core",
+    roles: ["service"],
+  });
   const token = await callJson(server.url, "/auth/token", {
     grant_type: "client_credentials",
     client_id: "ai-core",
@@ -496,22 +495,14 @@ describe("manifests and the allowlist are checked", () => {
       "PUT",
     );
     expect((await adminCall("/admin/plugins/temp", undefined, "DELETE")).status).toBe(200);
-    const sa = await callJson(
-      server.url,
-      "/api/admin/service-accounts",
-      { name: "sa-temp" },
-      { token: admin.token },
-    );
+    const sa = await adminCall("/api/admin/service-accounts", { name: "sa-temp" });
     const saId = (sa.body.service_account as { service_account_id: string }).service_account_id;
     await adminCall(
       "/admin/operator/allowlist",
       { caller: "sa-temp", target: "echo", operations: ["rag_query"] },
       "PUT",
     );
-    await callJson(server.url, `/api/admin/service-accounts/${saId}`, undefined, {
-      token: admin.token,
-      method: "DELETE",
-    });
+    await adminCall(`/api/admin/service-accounts/${saId}`, undefined, "DELETE");
     const list = await callJson(server.url, "/admin/operator/allowlist?target=echo", undefined, {
       token: admin.token,
       method: "GET",

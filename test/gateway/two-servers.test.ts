@@ -31,11 +31,11 @@ describe.skipIf(!url)("the allowlist on two servers", () => {
     await a.createUser("root", password, ["admin"]);
     const token = (await callJson(a.url, "/auth/login", { username: "root", password })).body
       .token as string;
-    const key = await a.createApiKey(["plugins:write", "operator:write"]);
-    // The allowlist names existing callers only: ai-core is a service account.
-    await callJson(a.url, "/api/admin/service-accounts", { name: "ai-core" }, { token });
+    const key = await a.createApiKey(["plugins:write", "operator:write", "service_accounts:write"]);
     const admin = (path: string, body: unknown, method = "POST") =>
       callJson(a.url, path, body, { token, method, headers: { "x-api-key": key } });
+    // The allowlist names existing callers only: ai-core is a service account.
+    await admin("/api/admin/service-accounts", { name: "ai-core" });
     // No process listens on port 9 (discard): an allowed call ends as PLUGIN_UNAVAILABLE.
     expect(
       (

@@ -217,6 +217,27 @@ describe("API keys over REST", () => {
     expect(res).toMatchObject({ status: 403, reason: "SCOPE_ESCALATION", field: "scopes" });
   });
 
+  it("keeps user and service account scopes from a key that lacks them, and passes on those it holds", async () => {
+    const usersReader = await server.createApiKey(["api_keys:write", "users:read"]);
+    const as = { token: root, key: usersReader };
+    for (const scope of ["users:write", "service_accounts:read", "service_accounts:write"]) {
+      const res = await create([scope], {}, as);
+      expect(res, scope).toMatchObject({ status: 403, reason: "SCOPE_ESCALATION" });
+      expect(res.body.key).toBeUndefined();
+    }
+    const minted = await create(["users:read"], {}, as);
+    expect(minted.status).toBe(200);
+    const key = minted.body.key as string;
+    expect((await rest("GET", "/api/admin/users", { token: root, key })).status).toBe(200);
+    const write = await rest(
+      "POST",
+      "/api/admin/users",
+      { token: root, key },
+      { username: "never-made", password: "minted key quartz lantern 88" },
+    );
+    expect(write).toMatchObject({ status: 403, reason: "API_KEY_SCOPE" });
+  });
+
   it("revokes a key: refused at once (401), listed as revoked, audited", async () => {
     const created = await create(["api_keys:read"]);
     const key = created.body.key as string;
@@ -396,7 +417,7 @@ describe("API keys and the logs", () => {
   it("never write a key or its secret to a log line", () => {
     expect(seenKeys.length).toBeGreaterThan(5);
     const logs = server.logs.join("\n");
-    expect(logs).toContain("rpc failed"); // refusals above were logged
+    expect(logs).toContain('"reason":"API_KEY_INVALID"'); // refusals above were logged
     for (const key of seenKeys) expect(logs).not.toContain(key.slice(13));
   });
 });

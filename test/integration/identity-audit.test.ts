@@ -23,12 +23,15 @@ describe.each(databaseTargets())(
   (target) => {
     let server: TestServer;
     let admin = "";
+    /** The API key every administrative call carries with the admin's token. */
+    let key = "";
     let names = 0;
 
     beforeAll(async () => {
       server = await startTestServer({ db: await openTestDatabase(target) });
       await server.createUser("root", password, ["admin"]);
       admin = await login("root", password);
+      key = await server.createApiKey(["users:write", "service_accounts:write"]);
     });
     afterAll(async () => server?.close());
 
@@ -52,10 +55,7 @@ describe.each(databaseTargets())(
         server.url,
         path,
         body ?? (method === "GET" || method === "DELETE" ? undefined : {}),
-        {
-          token: admin,
-          method,
-        },
+        { token: admin, method, headers: { "x-api-key": key } },
       );
 
     const validate = async (token: string) =>

@@ -6,11 +6,14 @@ import { startTestServer, type TestServer } from "../support/server.js";
 
 const password = "platform-admin-password";
 let server: TestServer;
+/** users:read and users:write: administration takes an admin's token and a scoped API key. */
+let key = "";
 
 beforeAll(async () => {
   server = await startTestServer();
   await server.createUser("root", password, ["admin"]);
   await server.createUser("vera", password, ["viewer"]);
+  key = await server.createApiKey(["users:read", "users:write"]);
 });
 afterAll(async () => server?.close());
 
@@ -37,10 +40,15 @@ async function refreshWith(refreshToken: string) {
   return [res.status, body.details?.[0]?.reason];
 }
 
+/** A call with a bearer token, and the API key on the administrative paths. */
 async function call(method: string, path: string, bearer: string, body?: unknown) {
   const res = await fetch(`${server.url}${path}`, {
     method,
-    headers: { "content-type": "application/json", authorization: `Bearer ${bearer}` },
+    headers: {
+      "content-type": "application/json",
+      authorization: `Bearer ${bearer}`,
+      ...(path.startsWith("/api/admin/") ? { "x-api-key": key } : {}),
+    },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
   });
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
@@ -108,7 +116,7 @@ describe("user administration in the core", () => {
     await token("forgetful", "another-password-long");
   });
 
-  it("refuses a viewer with 403 ROLE, and a caller without a token with 401; audits both", async () => {
+  it("refuses a viewer (even with a key) with 403 ROLE, and a caller without a token with 401; audits both", async () => {
     const viewer = await token("vera");
     const res = await call("GET", "/api/admin/users", viewer);
     expect(res.status).toBe(403);

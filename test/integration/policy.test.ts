@@ -267,6 +267,7 @@ describe("Explain, ListUiFeatures, Sanitize", () => {
   it("explains every rule and the derivation of implied traits", async () => {
     const reply = await call("POST", "/api/policy/explain", {
       token: adminToken,
+      key: readKey,
       body: { traits: ["role:admin"], context: "USER_ACTION", classifications: ["internal"] },
     });
     expect(reply.status).toBe(200);
@@ -280,11 +281,16 @@ describe("Explain, ListUiFeatures, Sanitize", () => {
   });
 
   it("keeps Explain (the whole policy's reasoning) from callers who may not read the policy", async () => {
-    const reply = await call("POST", "/api/policy/explain", {
+    const body = { traits: ["role:viewer"], context: "USER_ACTION", classifications: ["internal"] };
+    const viewer = await call("POST", "/api/policy/explain", {
       token: viewerToken,
-      body: { traits: ["role:viewer"], context: "USER_ACTION", classifications: ["internal"] },
+      key: readKey,
+      body,
     });
-    expect(reply.status).toBe(403);
+    expect([viewer.status, viewer.reason]).toEqual([403, "ROLE"]);
+    // Like the policy's other reads, it takes an API key with policy:read as well.
+    const noKey = await call("POST", "/api/policy/explain", { token: adminToken, body });
+    expect([noKey.status, noKey.reason]).toEqual([401, "API_KEY_MISSING"]);
   });
 
   it("lists the UI features of a role", async () => {

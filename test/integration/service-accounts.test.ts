@@ -16,12 +16,21 @@ const password = "service-accounts-admin-pw";
 let now = Date.now();
 let server: TestServer;
 let admin: string;
+/** The X-API-Key header every administrative call carries with the admin's token. */
+let adminKey: Record<string, string>;
 
 beforeAll(async () => {
   server = await startTestServer({ clock: { now: () => now } });
   await server.createUser("root", password, ["admin"]);
   await server.createUser("vera", password, ["viewer"]);
   admin = await login("root");
+  adminKey = {
+    "x-api-key": await server.createApiKey([
+      "service_accounts:read",
+      "service_accounts:write",
+      "users:read",
+    ]),
+  };
 });
 afterAll(async () => server?.close());
 
@@ -36,9 +45,7 @@ async function createAccount(name: string, roles: string[]) {
     server.url,
     "/api/admin/service-accounts",
     { name, roles },
-    {
-      token: admin,
-    },
+    { token: admin, headers: adminKey },
   );
   expect(res.status).toBe(200);
   const account = res.body.service_account as { service_account_id: string; name: string };
@@ -72,8 +79,10 @@ describe("client credentials", () => {
     // The secret was shown once: reading the account back never includes it.
     const list = await callJson(server.url, "/api/admin/service-accounts", undefined, {
       token: admin,
+      headers: adminKey,
       method: "GET",
     });
+    expect(list.status).toBe(200);
     expect(JSON.stringify(list.body)).not.toContain(secret);
     expect(server.logs.join("\n")).not.toContain(secret);
   });
@@ -124,6 +133,7 @@ describe("client credentials", () => {
     expect([logout.status, logout.reason]).toEqual([403, "USER_TOKEN_REQUIRED"]);
     const users = await callJson(server.url, "/api/admin/users", undefined, {
       token,
+      headers: adminKey,
       method: "GET",
     });
     expect([users.status, users.reason]).toEqual([403, "ROLE"]);
@@ -139,7 +149,7 @@ describe("administration", () => {
       server.url,
       `/api/admin/service-accounts/${id}`,
       { is_active: false },
-      { token: admin, method: "PATCH" },
+      { token: admin, method: "PATCH", headers: adminKey },
     );
     expect(patched.status).toBe(200);
     expect((await validate(token)).body).toMatchObject({ valid: false, reason: "user_inactive" });
@@ -153,7 +163,7 @@ describe("administration", () => {
       server.url,
       `/api/admin/service-accounts/${id}`,
       { roles: { values: ["service", "indexer"] } },
-      { token: admin, method: "PATCH" },
+      { token: admin, method: "PATCH", headers: adminKey },
     );
     expect((await validate(token)).body.roles).toEqual(["service", "indexer"]);
   });
@@ -164,7 +174,7 @@ describe("administration", () => {
       server.url,
       `/api/admin/service-accounts/${id}:rotate-secret`,
       { grace_seconds: 60 },
-      { token: admin },
+      { token: admin, headers: adminKey },
     );
     expect(rotated.status).toBe(200);
     const fresh = rotated.body.client_secret as string;
@@ -179,7 +189,7 @@ describe("administration", () => {
       server.url,
       `/api/admin/service-accounts/${id}:rotate-secret`,
       {},
-      { token: admin },
+      { token: admin, headers: adminKey },
     );
     expect((await tokenFor("rotating-svc", fresh)).reason).toBe("INVALID_CLIENT");
     expect((await tokenFor("rotating-svc", again.body.client_secret as string)).status).toBe(200);
@@ -190,6 +200,7 @@ describe("administration", () => {
     const token = (await tokenFor("gone-svc", secret)).body.access_token as string;
     const deleted = await callJson(server.url, `/api/admin/service-accounts/${id}`, undefined, {
       token: admin,
+      headers: adminKey,
       method: "DELETE",
     });
     expect(deleted.status).toBe(200);
@@ -202,9 +213,7 @@ describe("administration", () => {
       server.url,
       "/api/admin/service-accounts",
       { name: "taken-svc" },
-      {
-        token: admin,
-      },
+      { token: admin, headers: adminKey },
     );
     expect([dup.status, dup.reason]).toEqual([409, "SERVICE_ACCOUNT_EXISTS"]);
     const viewer = await login("vera");
@@ -212,18 +221,22 @@ describe("administration", () => {
       server.url,
       "/api/admin/service-accounts",
       { name: "x-svc" },
-      {
-        token: viewer,
-      },
+      { token: viewer, headers: adminKey },
     );
     expect([refused.status, refused.reason]).toEqual([403, "ROLE"]);
+    // An admin's token alone is not enough: administration takes an API key too.
+    const keyless = await callJson(
+      server.url,
+      "/api/admin/service-accounts",
+      { name: "keyless-svc" },
+      { token: admin },
+    );
+    expect([keyless.status, keyless.reason]).toEqual([401, "API_KEY_MISSING"]);
     const bad = await callJson(
       server.url,
       "/api/admin/service-accounts",
       { name: "Bad Name" },
-      {
-        token: admin,
-      },
+      { token: admin, headers: adminKey },
     );
     expect(bad.status).toBe(400);
     expect(JSON.stringify(bad.body)).toContain("name");

@@ -7,17 +7,17 @@ import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
  * The core on PostgreSQL reached through a TCP proxy the test stops: settings calls answer
- * 503 `unavailable` within the configured timeouts instead of hanging, and answer 200 again
- * once the database is back, without a restart.
+ * 503 `unavailable` within the database bounds (acquire + statement timeout) instead of
+ * hanging, and answer 200 again once the database is back, without a restart.
  */
 
 const url = postgresUrlFor("settings-database-down");
 
 const password = "settings-outage-password";
-const connectTimeoutMs = 800;
-const settingsTimeoutMs = 1_200;
-/** The slowest acceptable answer while the database is away: the larger timeout plus slack. */
-const boundMs = settingsTimeoutMs + 1_000;
+const acquireTimeoutMs = 800;
+const statementTimeoutMs = 1_200;
+/** The slowest acceptable answer while the database is away: the bound plus slack. */
+const boundMs = acquireTimeoutMs + statementTimeoutMs + 1_000;
 
 describe.skipIf(!url)("settings while the database is unavailable", () => {
   let owner: Database;
@@ -37,10 +37,11 @@ describe.skipIf(!url)("settings while the database is unavailable", () => {
     const db = await openDatabase({
       connection: proxied.toString(),
       schema,
-      connectTimeoutMs,
+      acquireTimeoutMs,
+      statementTimeoutMs,
       log: silentLogger,
     });
-    server = await startTestServer({ db, settingsTimeoutMs });
+    server = await startTestServer({ db });
     await server.createUser("root", password, ["admin"]);
     const key = await server.createApiKey(["settings:read", "settings:write"]);
     const res = await fetch(`${server.url}/auth/login`, {

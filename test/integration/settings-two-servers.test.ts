@@ -55,11 +55,17 @@ describe.skipIf(!url)("settings on two servers sharing one PostgreSQL", () => {
     expect(waited).toBeLessThan(1_000);
     expect(b.core.settings.current().values["auth.mfa_required"]).toBe(true);
     expect(changes).toEqual([["log_level", "auth.mfa_required"]]);
-    // B's root logger follows: its next successful call writes a debug line.
-    const mark = b.logs.length;
     const onB = await fetch(`${b.url}/api/admin/settings`, { headers });
     expect(onB.status).toBe(200);
     expect(await onB.json()).toMatchObject({ settings: { log_level: "debug" } });
+    // B's root logger follows: a key refused for a wrong secret is logged at debug there.
+    const mark = b.logs.length;
+    const key = headers["x-api-key"] ?? "";
+    const wrongSecret = `${key.slice(0, -1)}${key.endsWith("A") ? "B" : "A"}`;
+    const refused = await fetch(`${b.url}/api/admin/settings`, {
+      headers: { ...headers, "x-api-key": wrongSecret },
+    });
+    expect(refused.status).toBe(401);
     expect(b.logs.slice(mark).some((l) => l.includes('"level":"debug"'))).toBe(true);
     stop();
   });

@@ -113,10 +113,16 @@ describe("settings through the core", () => {
     const version = Number(before.body.version);
     expect(before.headers.get("etag")).toBe(`"${version}"`);
 
-    // At info, a successful call writes no debug line.
+    // A key refused for a wrong secret is logged at debug (src/apikeys/verifier.ts): at info,
+    // neither it nor a successful call writes a debug line.
+    const wrongSecret = `${rwKey.slice(0, -1)}${rwKey.endsWith("A") ? "B" : "A"}`;
+    const wrongKey = () => call(server, "GET", "/api/admin/settings", admin({ key: wrongSecret }));
+    const debugLines = (from: number) =>
+      server.logs.slice(from).filter((l) => l.includes('"level":"debug"'));
     const quiet = server.logs.length;
     await get();
-    expect(server.logs.slice(quiet).some((l) => l.includes('"level":"debug"'))).toBe(false);
+    expect((await wrongKey()).status).toBe(401);
+    expect(debugLines(quiet)).toEqual([]);
 
     const updated = await post('{"log_level": "debug"}', { ifMatch: String(version) });
     expect(updated.status).toBe(200);
@@ -136,17 +142,17 @@ describe("settings through the core", () => {
       sources: { log_level: "database" },
     });
     expect(typeof after.body.updated_at).toBe("string");
-    const lines = server.logs.slice(quiet);
-    expect(lines.some((l) => l.includes('"level":"debug"') && l.includes('"msg":"rpc"'))).toBe(
-      true,
-    );
+    const loud = server.logs.length;
+    await wrongKey();
+    expect(debugLines(loud).some((l) => l.includes("API key refused"))).toBe(true);
     expect(server.core.settings.current().values.log_level).toBe("debug");
 
     // And back: debug lines stop at once.
     expect((await post('{"log_level": "warn"}')).status).toBe(200);
     const mark = server.logs.length;
     await get();
-    expect(server.logs.slice(mark).some((l) => l.includes('"level":"debug"'))).toBe(false);
+    await wrongKey();
+    expect(debugLines(mark)).toEqual([]);
     expect((await post('{"log_level": null}')).body).toMatchObject({
       settings: { log_level: "info" },
       sources: { log_level: "environment" },

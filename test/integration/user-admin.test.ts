@@ -3,6 +3,7 @@ import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-no
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { UserAdminService } from "../../gen/traitgate/identity/v1/user_admin_pb.js";
+import { createApiKeysModule } from "../../src/apikeys/module.js";
 import { type AuditWriter, createAuditWriter, verifyAuditChain } from "../../src/audit/index.js";
 import { loadConfig } from "../../src/config.js";
 import { createIdentityModule, type IdentityArea } from "../../src/identity/module.js";
@@ -17,8 +18,8 @@ import { testDataKey, testSecret } from "../support/server.js";
 
 /**
  * User administration against a real server on port 0, over REST and gRPC. The server is
- * composed here (identity module + user administration module) the way src/platform.ts
- * composes the core.
+ * composed here (identity, API key and user administration modules) the way src/platform.ts
+ * composes the core. Every call takes an admin's token and an API key with a users scope.
  */
 
 const rootPassword = "root-password-quartz-lantern";
@@ -40,6 +41,8 @@ let clockOffsetMs = 0;
 let rootId = "";
 let rootToken = "";
 let viewerToken = "";
+/** users:read and users:write, made as the command line makes keys. */
+let rootKey = "";
 
 beforeAll(async () => {
   const { config } = loadConfig({
@@ -75,9 +78,18 @@ beforeAll(async () => {
     revokeSessions: (tx, id, reason) => created.identity.revokeUserSessions(tx, id, reason),
     resetMfa: (tx, id) => created.identity.mfa.reset(tx, id),
   });
+  const apiKeys = createApiKeysModule({ db, audit, log });
+  rootKey = (
+    await apiKeys.apiKeys.create(
+      { type: "system" },
+      { requestId: null },
+      { name: "user admin test", scopes: ["users:read", "users:write"] },
+    )
+  ).key;
   const { listener } = createApp({
-    modules: [created.module, userAdminModule],
+    modules: [created.module, userAdminModule, apiKeys.module],
     authenticator: identity,
+    apiKeys: apiKeys.verifier,
     health: { check: async () => "SERVING" },
     log,
     maxBodyBytes: config.maxBodyBytes,
@@ -133,13 +145,14 @@ interface RestReply {
 async function rest(
   method: string,
   path: string,
-  options: { body?: unknown; token?: string | undefined } = {},
+  options: { body?: unknown; token?: string | undefined; key?: string } = {},
 ): Promise<RestReply> {
   const res = await fetch(`${server.url}${path}`, {
     method,
     headers: {
       ...(options.body === undefined ? {} : { "content-type": "application/json" }),
       ...(options.token ? { authorization: `Bearer ${options.token}` } : {}),
+      ...(options.key ? { "x-api-key": options.key } : {}),
     },
     ...(options.body === undefined ? {} : { body: JSON.stringify(options.body) }),
   });
@@ -151,7 +164,7 @@ async function rest(
 }
 
 const admin = (method: string, path: string, body?: unknown) =>
-  rest(method, `/api/admin/users${path}`, { body, token: rootToken });
+  rest(method, `/api/admin/users${path}`, { body, token: rootToken, key: rootKey });
 
 async function login(username: string, password: string): Promise<string> {
   const res = await rest("POST", "/auth/login", { body: { username, password } });
@@ -173,7 +186,10 @@ async function createUser(username: string, roles: string[] = ["viewer"]): Promi
   return res.body.user_id as string;
 }
 
-const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+/** A bearer token and, by default, the admin's API key. */
+const bearer = (token: string, key: string | null = rootKey) => ({
+  headers: { authorization: `Bearer ${token}`, ...(key ? { "x-api-key": key } : {}) },
+});
 
 function grpcFailure(err: unknown): { code: Code; reason: string | undefined } {
   const e = ConnectError.from(err);
@@ -415,9 +431,13 @@ describe("who may call", () => {
     grpc.deleteUser({ userId: someId }, options),
   ];
 
-  it("refuses a viewer on every method: 403 ROLE over REST, PermissionDenied over gRPC", async () => {
+  it("refuses a viewer on every method, even with a key: 403 ROLE over REST, PermissionDenied over gRPC", async () => {
     for (const [method, path, body] of restCalls) {
-      const res = await rest(method, `/api/admin/users${path}`, { body, token: viewerToken });
+      const res = await rest(method, `/api/admin/users${path}`, {
+        body,
+        token: viewerToken,
+        key: rootKey,
+      });
       expect([res.status, res.reason], `${method} ${path}`).toEqual([403, "ROLE"]);
     }
     const failures = await Promise.all(
@@ -425,6 +445,19 @@ describe("who may call", () => {
     );
     expect(failures).toEqual(Array(7).fill({ code: Code.PermissionDenied, reason: "ROLE" }));
     expect(UserAdminService.methods.length).toBe(7);
+  });
+
+  it("refuses an admin's token without an API key: 401 API_KEY_MISSING on every method", async () => {
+    for (const [method, path, body] of restCalls) {
+      const res = await rest(method, `/api/admin/users${path}`, { body, token: rootToken });
+      expect([res.status, res.reason], `${method} ${path}`).toEqual([401, "API_KEY_MISSING"]);
+    }
+    const failures = await Promise.all(
+      grpcCalls(bearer(rootToken, null)).map((call) => call.then(() => undefined, grpcFailure)),
+    );
+    expect(failures).toEqual(
+      Array(7).fill({ code: Code.Unauthenticated, reason: "API_KEY_MISSING" }),
+    );
   });
 
   it("refuses calls without a token: 401 over REST, Unauthenticated over gRPC", async () => {

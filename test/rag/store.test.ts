@@ -141,6 +141,7 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
       { ...doc, requiredTraits: ["role:hr"] },
       [{ chunkNo: 0, content: "second zero", embedding: d }],
       "replace",
+      { allowAccessChange: true },
     );
     const all = await store.search(d, 10, ["role:hr", "role:staff"]);
     expect(all.map((h) => [h.chunkNo, h.content, h.requiredTraits])).toEqual([
@@ -149,7 +150,9 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
     expect(await store.search(d, 10, ["role:staff"])).toEqual([]);
 
     // One chunk: written over its number, the others kept and given the document's traits.
-    await store.write(doc, [{ chunkNo: 3, content: "third", embedding: a }], "upsert");
+    await store.write(doc, [{ chunkNo: 3, content: "third", embedding: a }], "upsert", {
+      allowAccessChange: true,
+    });
     const after = await store.search(a, 10, ["role:staff"]);
     expect(after.map((h) => h.content).sort()).toEqual(["second zero", "third"]);
     expect(await store.stats()).toEqual({ documents: 1, chunks: 2 });
@@ -157,6 +160,58 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
     expect(await store.delete("handbook")).toBe(2);
     expect(await store.delete("handbook")).toBeUndefined();
     expect(await store.stats()).toEqual({ documents: 0, chunks: 0 });
+  });
+
+  it("refuses a write that would change a document's required traits or classification, unless allowed", async () => {
+    const store = createRagStore({ db, tenant: "t-access", hnsw: testHnsw });
+    const [a, b] = clusteredVectors(random(5), 2, dim);
+    if (!a || !b) throw new Error("vectors");
+    const doc = {
+      id: "notes",
+      title: "Notes",
+      path: "a/notes.md",
+      requiredTraits: ["role:clinician", "data_access:internal"],
+      classification: "internal",
+    };
+    await store.write(doc, [{ chunkNo: 0, content: "clinician notes", embedding: a }], "replace");
+    // The same access in another order, with new content: no flag needed.
+    await store.write(
+      { ...doc, requiredTraits: ["data_access:internal", "role:clinician"] },
+      [{ chunkNo: 0, content: "clinician notes, revised", embedding: a }],
+      "replace",
+    );
+    for (const [change, mode] of [
+      [{ requiredTraits: ["data_access:public"], classification: "public" }, "replace"],
+      [{ requiredTraits: ["data_access:internal"] }, "replace"],
+      [{ classification: "phi" }, "upsert"],
+    ] as const) {
+      const write = store.write(
+        { ...doc, ...change },
+        [{ chunkNo: 0, content: "public notes", embedding: b }],
+        mode,
+      );
+      await expect(write).rejects.toMatchObject({
+        kind: "already_exists",
+        reason: "DOCUMENT_ACCESS_CHANGE",
+        metadata: { doc_id: "notes" },
+      });
+    }
+    // Nothing of the refused writes is there: still clinician-only, with its own text.
+    expect(await store.search(b, 5, ["data_access:public"])).toEqual([]);
+    const kept = await store.search(a, 5, ["role:clinician", "data_access:internal"]);
+    expect(kept.map((h) => [h.content, h.classification])).toEqual([
+      ["clinician notes, revised", "internal"],
+    ]);
+    await store.write(
+      { ...doc, requiredTraits: ["data_access:public"], classification: "public" },
+      [{ chunkNo: 0, content: "public notes", embedding: b }],
+      "replace",
+      { allowAccessChange: true },
+    );
+    expect((await store.search(b, 5, ["data_access:public"])).map((h) => h.content)).toEqual([
+      "public notes",
+    ]);
+    await store.delete("notes");
   });
 
   describe("batched writes (binary vectors, one statement per batch)", () => {
@@ -191,8 +246,9 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
           if (Array.isArray(p)) for (const e of p) expect(String(e)).not.toMatch(/^\[-?\d/);
         }
       }
-      // The statements of one write: the tenant, the type id (first write only), the batches.
-      expect(seen).toHaveLength(5);
+      // The statements of one write: the tenant, the document's claim (a new one: created,
+      // nothing to compare), the type id (first write only), the batches.
+      expect(seen).toHaveLength(6);
 
       // Stored exactly: each value is its float4 rounding, on either driver.
       const stored = await storedChunks(db, "t-bin", "batched");
@@ -224,6 +280,7 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
         { ...doc, requiredTraits: ["role:hr"] },
         chunksFrom(fresh, 2, "new"),
         "replace",
+        { allowAccessChange: true },
       );
       let stored = await storedChunks(db, "t-batches", "batched");
       expect(stored.map((r) => [r.chunk_no, r.content, r.required_traits])).toEqual(
@@ -238,6 +295,7 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
         { ...doc, requiredTraits: ["role:staff"] },
         chunksFrom(clusteredVectors(rand, 4, dim), 5, "up"),
         "upsert",
+        { allowAccessChange: true },
       );
       stored = await storedChunks(db, "t-batches", "batched");
       expect(stored.map((r) => [r.chunk_no, r.content, r.required_traits])).toEqual([

@@ -188,6 +188,43 @@ describe("search with the built-in store", () => {
     expect((again.body.documents as { skipped: boolean }[])[0]?.skipped).toBe(false);
   });
 
+  it("answers 409 DOCUMENT_ACCESS_CHANGE to a re-ingest that would change who may read a document, unless asked", async () => {
+    const ingest = (body: Record<string, unknown>) =>
+      callJson(server.url, "/api/rag/ingest", body, { token: tokens.root });
+    const sepsis = documents[1] as Record<string, unknown>;
+    const downgrade = { ...sepsis, required_traits: [], classification: "public" };
+    const refused = await ingest({ documents: [downgrade] });
+    expect([refused.status, refused.reason]).toEqual([409, "DOCUMENT_ACCESS_CHANGE"]);
+    expect(refused.body.message).toContain("clinical/sepsis.md");
+    // Still the clinician's only.
+    const paths = async (user: string) =>
+      ((await search(user, "sepsis triage lactate")).body.items as { path: string }[]).map(
+        (i) => i.path,
+      );
+    expect(await paths("vic")).not.toContain("clinical/sepsis.md");
+    const { rows } = await server.core.db.query<{ outcome: string; details: unknown }>(
+      "SELECT outcome, details FROM audit_events WHERE action = 'rag_ingest' AND outcome = 'denied'",
+    );
+    expect(JSON.stringify(rows)).toContain("DOCUMENT_ACCESS_CHANGE");
+
+    const changed = await ingest({ documents: [downgrade], allow_access_change: true });
+    expect(changed.status).toBe(200);
+    expect(await paths("vic")).toContain("clinical/sepsis.md");
+    const events = await server.core.db.query<{ details: Record<string, unknown> }>(
+      "SELECT details FROM audit_events WHERE action = 'rag_access_change'",
+    );
+    expect(events.rows.map((r) => r.details)).toEqual([
+      {
+        doc_id: expect.any(String),
+        before: {
+          required_traits: ["data_access:internal", "role:clinician"],
+          classification: "internal",
+        },
+        after: { required_traits: ["data_access:public"], classification: "public" },
+      },
+    ]);
+  });
+
   it("needs a token, and never logs the query or the documents", async () => {
     expect((await callJson(server.url, "/api/search", { q: "x" })).status).toBe(401);
     const logs = server.logs.join("\n");

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
 import { loadRagConfig } from "../../src/rag/config.js";
 import { type RagPlugin, startRagPlugin } from "../../src/rag/plugin.js";
+import { runIngestCommand } from "../../src/search/ingest-command.js";
 import { runCli } from "../support/cli.js";
 import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -38,7 +39,12 @@ beforeAll(async () => {
     tokens[user] = (await callJson(server.url, "/auth/login", { username: user, password })).body
       .token as string;
   }
-  const key = await server.createApiKey(["plugins:write", "operator:write", "settings:write"]);
+  const key = await server.createApiKey([
+    "plugins:write",
+    "operator:write",
+    "settings:write",
+    "service_accounts:write",
+  ]);
   const admin = (path: string, body: unknown, method = "POST") =>
     callJson(server.url, path, body, {
       token: tokens.root,
@@ -46,14 +52,7 @@ beforeAll(async () => {
       headers: { "x-api-key": key },
     });
   // The core calls plugins as ai-core: a service account of that name makes it an allowlist caller.
-  await callJson(
-    server.url,
-    "/api/admin/service-accounts",
-    { name: "ai-core" },
-    {
-      token: tokens.root,
-    },
-  );
+  await admin("/api/admin/service-accounts", { name: "ai-core" });
   const endpoints = { rag_index: "/rag/index", rag_query: "/rag/query" };
   const registered = await admin("/admin/plugins", {
     id: "rag",
@@ -159,8 +158,13 @@ describe("retrieval through the operator lane", () => {
     const viewer = await search("vic", "clinic sepsis lactate hours");
     const clinician = await search("dr-lee", "clinic sepsis lactate hours");
     expect(viewer.status).toBe(200);
-    expect(paths(viewer)).toEqual(["hours.md", "parking.txt"]);
-    expect(paths(clinician)).toEqual(["hours.md", "parking.txt", "sepsis.html"]);
+    // Under their source, the folder's name (traitgate ingest --source).
+    expect(paths(viewer)).toEqual(["public/hours.md", "public/parking.txt"]);
+    expect(paths(clinician)).toEqual([
+      "clinical/sepsis.html",
+      "public/hours.md",
+      "public/parking.txt",
+    ]);
     // The chart (phi) was indexed (the plugin is in HIPAA scope) but no one here has
     // compliance:hipaa: it comes back to nobody.
     const all = JSON.stringify([viewer.body, clinician.body]);
@@ -169,5 +173,46 @@ describe("retrieval through the operator lane", () => {
       "SELECT details FROM audit_events WHERE action = 'operator_call' AND details->>'operation' = 'rag_query'",
     );
     expect(rows.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("keeps two folders' notes.md apart, and changes a document's access only when told (issue 13, item 9)", async () => {
+    write("ward/notes.md", "Ward notes: zebra protocol for the night shift, clinicians only.");
+    write("lobby/notes.md", "Lobby notes: zebra crossing outside the main entrance.");
+    const ingest = async (folder: string, ...flags: string[]) => {
+      let err = "";
+      const code = await runIngestCommand([join(dir, folder), ...flags], {
+        env: { TRAITGATE_URL: server.url, TRAITGATE_TOKEN: tokens.root },
+        err: { write: (t: string) => (err += t) },
+        out: { write: () => true },
+      });
+      return { code, err };
+    };
+    const clinicianOnly = ["--required-traits", "role:clinician", "--classification", "internal"];
+    const everyone = ["--required-traits", "none", "--classification", "public"];
+    expect((await ingest("ward", ...clinicianOnly)).code).toBe(0);
+    expect((await ingest("lobby", ...everyone)).code).toBe(0);
+    const notes = async (user: string) =>
+      paths(await search(user, "zebra notes")).filter((p) => p.endsWith("notes.md"));
+    expect(await notes("dr-lee")).toEqual(["lobby/notes.md", "ward/notes.md"]);
+    expect(await notes("vic")).toEqual(["lobby/notes.md"]);
+
+    // Making the ward's notes public by re-ingesting them: refused, named, audited.
+    const refused = await ingest("ward", ...everyone);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain("409 DOCUMENT_ACCESS_CHANGE");
+    expect(refused.err).toContain("ward/notes.md");
+    expect(await notes("vic")).toEqual(["lobby/notes.md"]);
+    const allowed = await ingest("ward", ...everyone, "--allow-access-change");
+    expect(allowed.code).toBe(0);
+    expect(await notes("vic")).toEqual(["lobby/notes.md", "ward/notes.md"]);
+    const { rows } = await server.core.db.query<{ action: string; outcome: string }>(
+      `SELECT action, outcome FROM audit_events
+        WHERE action IN ('rag_ingest', 'rag_access_change') AND outcome <> 'success'
+           OR action = 'rag_access_change' ORDER BY seq`,
+    );
+    expect(rows).toEqual([
+      { action: "rag_ingest", outcome: "denied" },
+      { action: "rag_access_change", outcome: "success" },
+    ]);
   });
 });

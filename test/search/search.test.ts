@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { PluginError } from "../../src/gateway/gateway.js";
 import { silentLogger } from "../../src/log.js";
 import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
-import type { BackendHit, RagBackend } from "../../src/search/backend.js";
+import { type BackendHit, pluginBackend, type RagBackend } from "../../src/search/backend.js";
 import type { IngestRecord, IngestStore } from "../../src/search/ingest-store.js";
 import { createSearch, traitsOfRoles } from "../../src/search/search.js";
 
@@ -95,5 +96,49 @@ describe("search checks what the backend answers", () => {
     expect(traits.has("role:viewer")).toBe(true);
     expect(traits.has("security:pii_clearance")).toBe(true);
     expect([...traits].some((t) => t.includes("no-such-role"))).toBe(false);
+  });
+});
+
+describe("the plugin backend", () => {
+  const doc = {
+    id: "doc-1",
+    title: "t",
+    path: "ward/notes.md",
+    requiredTraits: ["data_access:public"],
+    classification: "public",
+  };
+  const failingWith = (err: Error) => ({
+    call: async (input: { payload: Record<string, unknown> }) => {
+      sent.push(input.payload);
+      throw err;
+    },
+  });
+  const sent: Record<string, unknown>[] = [];
+
+  it("turns the plugin's refusal of an access change into the core's own, and asks for one only when told", async () => {
+    const refusal = new PluginError(409, {
+      code: "already_exists",
+      message: "document doc-1 is already indexed with other required traits",
+      details: [{ reason: "DOCUMENT_ACCESS_CHANGE" }],
+    });
+    const backend = pluginBackend(failingWith(refusal) as never, "rag");
+    await expect(backend.index({ ...doc, chunks: ["x"] }, "r1")).rejects.toMatchObject({
+      kind: "already_exists",
+      reason: "DOCUMENT_ACCESS_CHANGE",
+      metadata: { doc_id: "doc-1", plugin: "rag" },
+    });
+    expect(sent[0]?.allow_access_change).toBeUndefined();
+    await backend
+      .index({ ...doc, chunks: ["x"] }, "r2", { allowAccessChange: true })
+      .catch(() => {});
+    expect(sent[1]?.allow_access_change).toBe(true);
+    // Any other plugin error stays the plugin's.
+    const other = pluginBackend(
+      failingWith(new PluginError(409, { code: "aborted" })) as never,
+      "rag",
+    );
+    await expect(other.index({ ...doc, chunks: ["x"] }, "r3")).rejects.toMatchObject({
+      reason: "PLUGIN_ERROR",
+    });
   });
 });

@@ -36,7 +36,6 @@ describe.each(databaseTargets())("settings store on $name", (target) => {
       },
       environment: new Map([["log_level", "warn"]]),
       log: silentLogger,
-      timeoutMs: 5_000,
     });
   });
   afterAll(async () => db?.close());

@@ -61,7 +61,7 @@ export async function openTestPostgres(url: string, schema = testSchemaName()): 
   const db = await openDatabase({
     connection: url,
     schema,
-    connectTimeoutMs: 5_000,
+    acquireTimeoutMs: 5_000,
     log: silentLogger,
   });
   let dropped = false;

@@ -30,11 +30,13 @@ export async function startTestServer(
     env?: NodeJS.ProcessEnv;
     clock?: Clock;
     throttlePolicy?: ThrottlePolicy;
-    /** An already migrated database (closed with the server); default: a fresh PGlite. */
+    /**
+     * An already migrated database (closed with the server); default: the one `env`'s
+     * DB_CONNECTION names, opened by the core as in production, else a fresh PGlite.
+     */
     db?: Database;
-    /** Settings: version poll interval and database timeout (src/settings/module.ts). */
+    /** Settings: version poll interval (src/settings/module.ts). */
     settingsPollIntervalMs?: number;
-    settingsTimeoutMs?: number;
     /** Policy: generation poll interval (src/policy/module.ts). */
     policyPollIntervalMs?: number;
     /** How plugin host names resolve (default getaddrinfo). */
@@ -55,16 +57,15 @@ export async function startTestServer(
     level: "debug",
     destination: { write: (line: string) => void logs.push(line) },
   });
-  const db = options.db ?? (await openTestDatabase());
+  const db = options.db ?? (config.dbConnection ? undefined : await openTestDatabase());
   const core = await startCore({
     config,
     log,
-    db,
+    ...(db ? { db } : {}),
     env,
     ...(options.settingsPollIntervalMs
       ? { settingsPollIntervalMs: options.settingsPollIntervalMs }
       : {}),
-    ...(options.settingsTimeoutMs ? { settingsTimeoutMs: options.settingsTimeoutMs } : {}),
     ...(options.policyPollIntervalMs ? { policyPollIntervalMs: options.policyPollIntervalMs } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
@@ -95,7 +96,7 @@ export async function startTestServer(
     },
     async close() {
       await core.close();
-      await db.close();
+      await db?.close();
     },
   };
 }

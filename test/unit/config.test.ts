@@ -104,6 +104,26 @@ describe("configuration", () => {
     }
   });
 
+  it("bounds every wait for the database: 2 s a statement, 1 s for a connection by default", () => {
+    expect(loadConfig(good).config.database).toEqual({
+      statementTimeoutMs: 2_000,
+      acquireTimeoutMs: 1_000,
+    });
+    const { config } = loadConfig({
+      ...good,
+      DB_STATEMENT_TIMEOUT_MS: "500",
+      DB_ACQUIRE_TIMEOUT_MS: "750",
+    });
+    expect(config.database).toEqual({ statementTimeoutMs: 500, acquireTimeoutMs: 750 });
+    const problems = problemsOf({
+      ...good,
+      DB_STATEMENT_TIMEOUT_MS: "0",
+      DB_ACQUIRE_TIMEOUT_MS: "soon",
+    }).join("\n");
+    expect(problems).toContain("DB_STATEMENT_TIMEOUT_MS");
+    expect(problems).toContain("DB_ACQUIRE_TIMEOUT_MS");
+  });
+
   it.each([
     ["missing", {}],
     ["too short", { JWT_SECRET: "short-but-random-x9" }],
@@ -160,6 +180,13 @@ describe("configuration", () => {
     expect(config.jwt.secret?.length).toBeGreaterThanOrEqual(32);
     expect(generated.join()).toContain("JWT_SECRET");
     expect(generated.join()).not.toContain(config.jwt.secret);
+  });
+
+  it("binds every interface when serving, loopback in demo mode, unless HOST says otherwise", () => {
+    expect(loadConfig(good).config.host).toBe("0.0.0.0");
+    expect(loadConfig(good, { demo: true }).config.host).toBe("127.0.0.1");
+    expect(loadConfig({ ...good, HOST: "0.0.0.0" }, { demo: true }).config.host).toBe("0.0.0.0");
+    expect(loadConfig({ ...good, HOST: "10.1.2.3" }).config.host).toBe("10.1.2.3");
   });
 
   it("reads rotation secrets and never accepts short ones", () => {

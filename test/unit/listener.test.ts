@@ -61,6 +61,15 @@ describe("plaintext listener: HTTP/1.1 and h2c on one port", () => {
     }
   });
 
+  it("says the address it is bound to, which the URL may not (every interface → a loopback URL)", async () => {
+    server = await listen(echoProtocol, { port: 0, host: "0.0.0.0" });
+    expect(server.address).toBe(`0.0.0.0:${server.port}`);
+    expect(server.url).toBe(`http://127.0.0.1:${server.port}`);
+    await server.close();
+    server = await listen(echoProtocol, { port: 0, host: "::1" });
+    expect(server.address).toBe(`[::1]:${server.port}`);
+  });
+
   it("tells the two apart when the first bytes arrive in pieces", async () => {
     server = await listen(echoProtocol, { port: 0, host: "127.0.0.1" });
     // "P" is a prefix of both "POST" and the HTTP/2 preface "PRI * ...": more must be read.

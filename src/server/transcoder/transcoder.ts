@@ -3,6 +3,8 @@ import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
 import type { Registry } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues, createContextValues } from "@connectrpc/connect";
 import type { Logger } from "../../log.js";
+import { noteError, noteOutcome } from "../call-record.js";
+import { type CallRecord, callRecordKey } from "../context.js";
 import { clientGoneSignal, type UnaryMethods, type UnaryOutcome } from "../unary.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
@@ -29,13 +31,22 @@ export interface RestTranscoderOptions {
   registry: Registry;
   /** Request bodies larger than this answer 413. */
   maxBodyBytes: number;
-  /** Context values for each request (the server passes remote address etc.). Optional. */
+  /** Context values of a request the handler is not given any for. Optional. */
   contextValues?: (req: NodeRequest) => ContextValues;
   /** Where unexpected transcoder failures are logged (they answer a generic 500). */
   log?: Logger;
 }
 
-export type RestHandler = (req: NodeRequest, res: NodeResponse) => void;
+/**
+ * Answers one request; resolves once it is answered (or its client is gone). The context
+ * values are the request's (the server's: client address, request id, the call's record,
+ * in which the route and the outcome of a call the transcoder answers itself are noted).
+ */
+export type RestHandler = (
+  req: NodeRequest,
+  res: NodeResponse,
+  contextValues?: ContextValues,
+) => Promise<void>;
 
 /** Request headers that describe the REST exchange, not the call: never passed to the handler. */
 const hopByHop = new Set([
@@ -114,21 +125,25 @@ function sendError(
   err: unknown,
   registry: Registry,
   log: Logger | undefined,
+  call: CallRecord | undefined,
 ): void {
   if (err instanceof ClientGoneError) return;
   let answer: ErrorResponse;
   if (err instanceof RestError) {
+    noteOutcome(call, err.code, err.reason);
     answer = restErrorResponse(err);
     // Stop an HTTP/1.1 client that is still sending a body we will not read.
     if (err.status === 413 && req.httpVersionMajor === 1) answer.headers.connection = "close";
   } else if (err instanceof ConnectError) {
+    noteError(call, err);
     answer = connectErrorResponse(err, registry);
     // What the interceptors attached to the error (x-request-id), as on gRPC's trailers.
     const metadata: Record<string, string> = {};
     for (const [name, value] of err.metadata) if (!isProtocolHeader(name)) metadata[name] = value;
     answer.headers = { ...metadata, ...answer.headers };
   } else {
-    log?.error({ err, path: req.url?.split("?", 1)[0] }, "REST transcoding failed");
+    log?.error({ err, route: call?.route }, "REST transcoding failed");
+    noteOutcome(call, Code.Internal, "INTERNAL");
     answer = internalErrorResponse();
   }
   send(res, answer.status, answer.headers, answer.body);
@@ -140,20 +155,30 @@ function invoke(
   req: NodeRequest,
   res: NodeResponse,
   message: Parameters<UnaryMethods["invoke"]>[1],
-  options: RestTranscoderOptions,
+  methods: UnaryMethods,
+  contextValues: ContextValues,
 ): Promise<UnaryOutcome> {
   const client = clientGoneSignal(res);
   const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
-  return options.methods
+  return methods
     .invoke(route.spec, message, {
       protocolName: "rest",
       requestHeader: handlerHeaders(req),
       url: `${encrypted ? "https" : "http"}://${String(authority)}/${route.spec.method.parent.typeName}/${route.spec.method.name}`,
       signal: client.signal,
-      contextValues: options.contextValues?.(req) ?? createContextValues(),
+      contextValues,
     })
     .finally(client.end);
+}
+
+/** The request message as far as the path gives it: for the record of a call refused before its body was read. */
+function pathOnlyMessage(route: Route, segments: readonly string[], registry: Registry) {
+  try {
+    return buildRequestMessage(route, undefined, segments, "", registry);
+  } catch {
+    return undefined;
+  }
 }
 
 async function serve(
@@ -161,6 +186,7 @@ async function serve(
   req: NodeRequest,
   res: NodeResponse,
   options: RestTranscoderOptions,
+  contextValues: ContextValues,
 ): Promise<void> {
   const url = req.url ?? "/";
   const q = url.indexOf("?");
@@ -181,11 +207,22 @@ async function serve(
     );
   }
   const route = match.route;
-  const body =
-    route.body.kind === "none" ? undefined : await readJsonBody(req, options.maxBodyBytes);
-  const query = q < 0 ? "" : url.slice(q + 1);
-  const message = buildRequestMessage(route, body, match.segments, query, options.registry);
-  const outcome = await invoke(route, req, res, message, options);
+  const call = contextValues.get(callRecordKey);
+  if (call !== undefined) {
+    call.rpc = `${route.spec.method.parent.typeName}/${route.spec.method.name}`;
+    call.route = `${route.httpMethod} ${route.template.source}`;
+  }
+  let message: ReturnType<typeof buildRequestMessage>;
+  try {
+    const body =
+      route.body.kind === "none" ? undefined : await readJsonBody(req, options.maxBodyBytes);
+    const query = q < 0 ? "" : url.slice(q + 1);
+    message = buildRequestMessage(route, body, match.segments, query, options.registry);
+  } catch (err) {
+    if (call !== undefined) call.message = pathOnlyMessage(route, match.segments, options.registry);
+    throw err;
+  }
+  const outcome = await invoke(route, req, res, message, options.methods, contextValues);
   send(
     res,
     200,
@@ -204,11 +241,10 @@ export function createRestTranscoder(options: RestTranscoderOptions): RestHandle
   const trie = new RouteTrie<Route>();
   for (const route of buildRoutes(options.methods.specs()))
     trie.add(route.template, route.httpMethod, route);
-  return (req, res) => {
-    serve(trie, req, res, options).catch((err: unknown) =>
-      sendError(req, res, err, options.registry, options.log),
+  return (req, res, contextValues = options.contextValues?.(req) ?? createContextValues()) =>
+    serve(trie, req, res, options, contextValues).catch((err: unknown) =>
+      sendError(req, res, err, options.registry, options.log, contextValues.get(callRecordKey)),
     );
-  };
 }
 
 /** The route table, for docs and tests. */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/search/v1/search.proto.
  */
 export const file_traitgate_search_v1_search: GenFile = /*@__PURE__*/
-  fileDesc("CiB0cmFpdGdhdGUvc2VhcmNoL3YxL3NlYXJjaC5wcm90bxITdHJhaXRnYXRlLnNlYXJjaC52MSJACg1TZWFyY2hSZXF1ZXN0EhUKAXEYASABKAlCCrpIB3IFEAEYoB8SGAoFdG9wX2sYAiABKAVCCbpIBhoEGGQoACKkAQoMU2VhcmNoUmVzdWx0EgoKAmlkGAEgASgJEg4KBmRvY19pZBgCIAEoCRIQCghjaHVua19ubxgDIAEoBRINCgV0aXRsZRgEIAEoCRIMCgRwYXRoGAUgASgJEg8KB2NvbnRlbnQYBiABKAkSDQoFc2NvcmUYByABKAESFgoOY2xhc3NpZmljYXRpb24YCCABKAkSEQoJc2FuaXRpemVkGAkgASgIIkIKDlNlYXJjaFJlc3BvbnNlEjAKBWl0ZW1zGAEgAygLMiEudHJhaXRnYXRlLnNlYXJjaC52MS5TZWFyY2hSZXN1bHQi2AEKDkluZ2VzdERvY3VtZW50EhgKBHBhdGgYASABKAlCCrpIB3IFEAEY6AcSFwoFdGl0bGUYAiABKAlCCLpIBXIDGPQDEhsKB2NvbnRlbnQYAyABKAlCCrpIB3IFGMCWsQISPwoPcmVxdWlyZWRfdHJhaXRzGAQgAygJQia6SCOSASAQIBgBIhpyGDIWXlthLXpfXSs6W2EtejAtOV8uLV0rJBI1Cg5jbGFzc2lmaWNhdGlvbhgFIAEoCUIdukgachgyFl5bYS16XVthLXowLTlfXXswLDYyfSQiVAoNSW5nZXN0UmVxdWVzdBJDCglkb2N1bWVudHMYASADKAsyIy50cmFpdGdhdGUuc2VhcmNoLnYxLkluZ2VzdERvY3VtZW50Qgu6SAiSAQUIARD0AyJRChBJbmdlc3RlZERvY3VtZW50EgwKBHBhdGgYASABKAkSDgoGZG9jX2lkGAIgASgJEg4KBmNodW5rcxgDIAEoBRIPCgdza2lwcGVkGAQgASgIIkoKDkluZ2VzdFJlc3BvbnNlEjgKCWRvY3VtZW50cxgBIAMoCzIlLnRyYWl0Z2F0ZS5zZWFyY2gudjEuSW5nZXN0ZWREb2N1bWVudDLpAQoNU2VhcmNoU2VydmljZRJpCgZTZWFyY2gSIi50cmFpdGdhdGUuc2VhcmNoLnYxLlNlYXJjaFJlcXVlc3QaIy50cmFpdGdhdGUuc2VhcmNoLnYxLlNlYXJjaFJlc3BvbnNlIhaC0+STAhA6ASoiCy9hcGkvc2VhcmNoEm0KBkluZ2VzdBIiLnRyYWl0Z2F0ZS5zZWFyY2gudjEuSW5nZXN0UmVxdWVzdBojLnRyYWl0Z2F0ZS5zZWFyY2gudjEuSW5nZXN0UmVzcG9uc2UiGoLT5JMCFDoBKiIPL2FwaS9yYWcvaW5nZXN0YgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations]);
+  fileDesc("CiB0cmFpdGdhdGUvc2VhcmNoL3YxL3NlYXJjaC5wcm90bxITdHJhaXRnYXRlLnNlYXJjaC52MSJACg1TZWFyY2hSZXF1ZXN0EhUKAXEYASABKAlCCrpIB3IFEAEYoB8SGAoFdG9wX2sYAiABKAVCCbpIBhoEGGQoACKkAQoMU2VhcmNoUmVzdWx0EgoKAmlkGAEgASgJEg4KBmRvY19pZBgCIAEoCRIQCghjaHVua19ubxgDIAEoBRINCgV0aXRsZRgEIAEoCRIMCgRwYXRoGAUgASgJEg8KB2NvbnRlbnQYBiABKAkSDQoFc2NvcmUYByABKAESFgoOY2xhc3NpZmljYXRpb24YCCABKAkSEQoJc2FuaXRpemVkGAkgASgIIkIKDlNlYXJjaFJlc3BvbnNlEjAKBWl0ZW1zGAEgAygLMiEudHJhaXRnYXRlLnNlYXJjaC52MS5TZWFyY2hSZXN1bHQi2AEKDkluZ2VzdERvY3VtZW50EhgKBHBhdGgYASABKAlCCrpIB3IFEAEY6AcSFwoFdGl0bGUYAiABKAlCCLpIBXIDGPQDEhsKB2NvbnRlbnQYAyABKAlCCrpIB3IFGMCWsQISPwoPcmVxdWlyZWRfdHJhaXRzGAQgAygJQia6SCOSASAQIBgBIhpyGDIWXlthLXpfXSs6W2EtejAtOV8uLV0rJBI1Cg5jbGFzc2lmaWNhdGlvbhgFIAEoCUIdukgachgyFl5bYS16XVthLXowLTlfXXswLDYyfSQicQoNSW5nZXN0UmVxdWVzdBJDCglkb2N1bWVudHMYASADKAsyIy50cmFpdGdhdGUuc2VhcmNoLnYxLkluZ2VzdERvY3VtZW50Qgu6SAiSAQUIARD0AxIbChNhbGxvd19hY2Nlc3NfY2hhbmdlGAIgASgIIlEKEEluZ2VzdGVkRG9jdW1lbnQSDAoEcGF0aBgBIAEoCRIOCgZkb2NfaWQYAiABKAkSDgoGY2h1bmtzGAMgASgFEg8KB3NraXBwZWQYBCABKAgiSgoOSW5nZXN0UmVzcG9uc2USOAoJZG9jdW1lbnRzGAEgAygLMiUudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RlZERvY3VtZW50MukBCg1TZWFyY2hTZXJ2aWNlEmkKBlNlYXJjaBIiLnRyYWl0Z2F0ZS5zZWFyY2gudjEuU2VhcmNoUmVxdWVzdBojLnRyYWl0Z2F0ZS5zZWFyY2gudjEuU2VhcmNoUmVzcG9uc2UiFoLT5JMCEDoBKiILL2FwaS9zZWFyY2gSbQoGSW5nZXN0EiIudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RSZXF1ZXN0GiMudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RSZXNwb25zZSIagtPkkwIUOgEqIg8vYXBpL3JhZy9pbmdlc3RiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations]);
 
 /**
  * @generated from message traitgate.search.v1.SearchRequest
@@ -63,7 +63,7 @@ export type SearchResult = Message<"traitgate.search.v1.SearchResult"> & {
   title: string;
 
   /**
-   * Relative to the ingested folder.
+   * As ingested: `traitgate ingest` sends `<source>/<path in the folder>`.
    *
    * @generated from field: string path = 5;
    */
@@ -123,7 +123,10 @@ export const SearchResponseSchema: GenMessage<SearchResponse> = /*@__PURE__*/
  */
 export type IngestDocument = Message<"traitgate.search.v1.IngestDocument"> & {
   /**
-   * Relative path, e.g. "guides/triage.md": no leading /, no `..`.
+   * Relative path, e.g. "guides/triage.md": no leading /, no `..`. It
+   * identifies the document: ingesting a path again replaces that document.
+   * `traitgate ingest` prefixes its source (default the folder's name), so
+   * that two folders' notes.md are two documents.
    *
    * @generated from field: string path = 1;
    */
@@ -174,6 +177,14 @@ export type IngestRequest = Message<"traitgate.search.v1.IngestRequest"> & {
    * @generated from field: repeated traitgate.search.v1.IngestDocument documents = 1;
    */
   documents: IngestDocument[];
+
+  /**
+   * Change the required traits or classification of documents already
+   * ingested with others (audited as rag_access_change, before and after).
+   *
+   * @generated from field: bool allow_access_change = 2;
+   */
+  allowAccessChange: boolean;
 };
 
 /**
@@ -260,7 +271,10 @@ export const SearchService: GenService<{
   /**
    * Ingest chunks, embeds and indexes documents. Needs a role whose traits
    * include capability:ingest. A document whose content, traits and
-   * classification did not change since its last ingestion is skipped.
+   * classification did not change since its last ingestion is skipped. A
+   * document (identified by its path) already ingested with other required
+   * traits or classification refuses the request (ALREADY_EXISTS, reason
+   * DOCUMENT_ACCESS_CHANGE, nothing indexed) unless `allow_access_change`.
    *
    * @generated from rpc traitgate.search.v1.SearchService.Ingest
    */

@@ -1,0 +1,189 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DomainError } from "../../src/errors.js";
+import { silentLogger } from "../../src/log.js";
+import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
+import type { BackendDocument, RagBackend } from "../../src/search/backend.js";
+import { createIngestStore } from "../../src/search/ingest-store.js";
+import { createSearch, type IngestDocumentInput } from "../../src/search/search.js";
+import type { Database } from "../../src/storage/index.js";
+import { databaseTargets, openTestDatabase } from "../support/database.js";
+
+/**
+ * Issue 13, item 9: a re-ingest that would change a document's required traits or
+ * classification is refused unless the caller asks for it, and either way the change is
+ * audited (before and after, never the content). The core's record of each document (the
+ * ingest store) runs on each database; the backend is faked and records what it was given.
+ */
+
+const engine = compilePolicy(defaultPolicy, createTraitRegistry());
+const operator = { kind: "user" as const, id: "op-1", roles: ["admin"] };
+
+interface AuditEvent {
+  action: string;
+  outcome: string;
+  target: string | null;
+  details?: Record<string, unknown>;
+}
+
+function setup(db: Database) {
+  const indexed: { doc: BackendDocument; allowAccessChange: boolean }[] = [];
+  const events: AuditEvent[] = [];
+  const backend: RagBackend = {
+    async index(doc, _requestId, options) {
+      indexed.push({ doc, allowAccessChange: options?.allowAccessChange === true });
+      return doc.chunks.length;
+    },
+    query: async () => [],
+  };
+  const search = createSearch({
+    backend: () => ({ key: "builtin", backend }),
+    policy: () => engine,
+    ingested: createIngestStore(db),
+    audit: {
+      write: async (event) => {
+        events.push(event as AuditEvent);
+        return { id: "e", seq: "1", hash: "h" };
+      },
+    },
+    log: silentLogger,
+    topKDefault: () => 5,
+  });
+  return { search, indexed, events, store: createIngestStore(db) };
+}
+
+const notes = (extra: Partial<IngestDocumentInput> = {}): IngestDocumentInput => ({
+  path: "a/notes.md",
+  title: "",
+  content: "Clinician notes: the patient in bed four needs lactate every two hours.",
+  requiredTraits: ["role:clinician"],
+  classification: "internal",
+  ...extra,
+});
+
+describe.each(databaseTargets())("ingestion and a document's access on $name", (target) => {
+  let db: Database;
+  beforeAll(async () => {
+    db = await openTestDatabase(target);
+  });
+  afterAll(async () => {
+    await db?.close();
+  });
+
+  it("refuses a re-ingest that would change the required traits or the classification, indexing nothing, and audits it", async () => {
+    const { search, indexed, events, store } = setup(db);
+    const [first] = await search.ingest(operator, [notes()], "r1");
+    const docId = first?.docId ?? "";
+    const recorded = await store.find("builtin", docId);
+    const other = notes({ path: "a/other.md", content: "Another document of the batch." });
+    for (const change of [
+      { requiredTraits: [], classification: "public" },
+      { requiredTraits: ["role:viewer"] },
+      { classification: "phi" },
+    ]) {
+      indexed.length = 0;
+      events.length = 0;
+      const refused = search.ingest(operator, [other, notes(change)], "r2");
+      await expect(refused).rejects.toBeInstanceOf(DomainError);
+      await expect(refused).rejects.toMatchObject({
+        kind: "already_exists",
+        reason: "DOCUMENT_ACCESS_CHANGE",
+        metadata: { doc_id: docId, index: "1" },
+        message: expect.stringContaining("a/notes.md"),
+      });
+      // Nothing of the request was indexed, and the core's record is as it was.
+      expect(indexed).toEqual([]);
+      expect(await store.find("builtin", docId)).toEqual(recorded);
+      expect(events).toHaveLength(1);
+      expect(events[0]).toMatchObject({
+        action: "rag_ingest",
+        outcome: "denied",
+        target: "builtin",
+        details: {
+          reason: "DOCUMENT_ACCESS_CHANGE",
+          indexed: 0,
+          refused: [
+            {
+              index: 1,
+              doc_id: docId,
+              before: {
+                required_traits: ["data_access:internal", "role:clinician"],
+                classification: "internal",
+              },
+            },
+          ],
+        },
+      });
+      const text = JSON.stringify(events);
+      expect(text).not.toContain("lactate");
+      expect(text).not.toContain("notes.md");
+    }
+  });
+
+  it("changes them when asked, auditing before and after without the content", async () => {
+    const { search, indexed, events, store } = setup(db);
+    const path = "b/notes.md";
+    const [first] = await search.ingest(operator, [notes({ path })], "r1");
+    indexed.length = 0;
+    events.length = 0;
+    const [changed] = await search.ingest(
+      operator,
+      [notes({ path, requiredTraits: [], classification: "public" })],
+      "r2",
+      { allowAccessChange: true },
+    );
+    expect(changed).toMatchObject({ docId: first?.docId, skipped: false });
+    expect(indexed).toHaveLength(1);
+    expect(indexed[0]?.allowAccessChange).toBe(true);
+    expect(indexed[0]?.doc.requiredTraits).toEqual(["data_access:public"]);
+    expect(await store.find("builtin", first?.docId ?? "")).toMatchObject({
+      requiredTraits: ["data_access:public"],
+      classification: "public",
+    });
+    const change = events.find((e) => e.action === "rag_access_change");
+    expect(change).toMatchObject({
+      outcome: "success",
+      target: "builtin",
+      details: {
+        doc_id: first?.docId,
+        before: {
+          required_traits: ["data_access:internal", "role:clinician"],
+          classification: "internal",
+        },
+        after: { required_traits: ["data_access:public"], classification: "public" },
+      },
+    });
+    expect(events.find((e) => e.action === "rag_ingest")?.outcome).toBe("success");
+    expect(JSON.stringify(events)).not.toContain("lactate");
+  });
+
+  it("needs no flag for new content under the same access, and audits no access change", async () => {
+    const { search, indexed, events } = setup(db);
+    const path = "c/notes.md";
+    await search.ingest(operator, [notes({ path })], "r1");
+    indexed.length = 0;
+    events.length = 0;
+    const [again] = await search.ingest(
+      operator,
+      [notes({ path, content: "Clinician notes, revised: lactate every hour." })],
+      "r2",
+    );
+    expect(again?.skipped).toBe(false);
+    expect(indexed[0]?.allowAccessChange).toBe(false);
+    expect(events.map((e) => e.action)).toEqual(["rag_ingest"]);
+  });
+
+  it("refuses two documents with one path in a request", async () => {
+    const { search, indexed } = setup(db);
+    const twice = search.ingest(
+      operator,
+      [notes({ path: "d/notes.md" }), notes({ path: "d/notes.md", requiredTraits: [] })],
+      "r1",
+    );
+    await expect(twice).rejects.toMatchObject({
+      kind: "invalid_argument",
+      reason: "DUPLICATE_DOCUMENT",
+      field: "documents[1].path",
+    });
+    expect(indexed).toEqual([]);
+  });
+});

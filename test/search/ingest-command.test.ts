@@ -1,0 +1,100 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { runIngestCommand } from "../../src/search/ingest-command.js";
+
+/**
+ * `traitgate ingest` in process, with the core faked by a fetch that records each request:
+ * what it sends (paths under a source prefix, the access-change flag) and what it says.
+ */
+
+const root = mkdtempSync(join(tmpdir(), "traitgate-ingest-cmd-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+function folder(name: string, files: Record<string, string>): string {
+  const dir = join(root, name);
+  for (const [path, text] of Object.entries(files)) {
+    mkdirSync(join(dir, path, ".."), { recursive: true });
+    writeFileSync(join(dir, path), text);
+  }
+  return dir;
+}
+
+interface Sent {
+  documents: { path: string }[];
+  allow_access_change?: boolean;
+}
+
+async function run(args: string[], answer?: { status: number; body: unknown }) {
+  const sent: Sent[] = [];
+  let err = "";
+  let out = "";
+  const code = await runIngestCommand(args, {
+    env: { TRAITGATE_TOKEN: "token", TRAITGATE_URL: "http://core.test" },
+    err: { write: (t: string) => (err += t) },
+    out: { write: (t: string) => (out += t) },
+    fetch: (async (_url: string, init: RequestInit) => {
+      const body = JSON.parse(String(init.body)) as Sent;
+      sent.push(body);
+      const reply = answer ?? {
+        status: 200,
+        body: {
+          documents: body.documents.map((d) => ({ path: d.path, chunks: 1, skipped: false })),
+        },
+      };
+      return new Response(JSON.stringify(reply.body), { status: reply.status });
+    }) as typeof fetch,
+  });
+  return { code, sent, err, out };
+}
+
+const access = ["--required-traits", "none", "--classification", "public"];
+
+describe("traitgate ingest", () => {
+  it("sends paths under the folder's name, so that two folders' files are two documents", async () => {
+    const ward = folder("ward", { "notes.md": "ward", "sub/x.txt": "x" });
+    const lobby = folder("lobby", { "notes.md": "lobby" });
+    const first = await run([ward, ...access]);
+    const second = await run([`${lobby}/`, ...access]);
+    expect(first.code).toBe(0);
+    expect(first.sent[0]?.documents.map((d) => d.path)).toEqual([
+      "ward/notes.md",
+      "ward/sub/x.txt",
+    ]);
+    expect(second.sent[0]?.documents.map((d) => d.path)).toEqual(["lobby/notes.md"]);
+    expect(first.sent[0]?.allow_access_change).toBeUndefined();
+  });
+
+  it("takes another source name, or none, and refuses one that is not a path segment", async () => {
+    const dir = folder("src-override", { "notes.md": "n" });
+    expect((await run([dir, "--source", "wiki", ...access])).sent[0]?.documents[0]?.path).toBe(
+      "wiki/notes.md",
+    );
+    expect((await run([dir, "--source", "", ...access])).sent[0]?.documents[0]?.path).toBe(
+      "notes.md",
+    );
+    for (const bad of ["a/b", "..", ".", "x\\y"]) {
+      const result = await run([dir, "--source", bad, ...access]);
+      expect([result.code, result.sent.length]).toEqual([2, 0]);
+      expect(result.err).toContain("--source");
+    }
+  });
+
+  it("asks for an access change only when told, and says how when the core refuses one", async () => {
+    const dir = folder("access", { "notes.md": "n" });
+    const allowed = await run([dir, ...access, "--allow-access-change"]);
+    expect(allowed.sent[0]?.allow_access_change).toBe(true);
+    const refused = await run([dir, ...access], {
+      status: 409,
+      body: {
+        code: "already_exists",
+        message: "documents[0] (access/notes.md) is already indexed with other required traits",
+        details: [{ reason: "DOCUMENT_ACCESS_CHANGE" }],
+      },
+    });
+    expect(refused.code).toBe(1);
+    expect(refused.err).toContain("409 DOCUMENT_ACCESS_CHANGE");
+    expect(refused.err).toContain("--allow-access-change");
+  });
+});
