@@ -115,6 +115,7 @@ describe.runIf(browserAvailable())("admin console: sign-in and access", () => {
         "Overview",
         "Settings",
         "API keys",
+        "Plugins",
         "Audit",
         "Operator calls",
       ]);

@@ -4,7 +4,11 @@ import { ApiKeysPage } from "./pages/api-keys.js";
 import { AuditPage } from "./pages/audit.js";
 import { OperatorCallsPage } from "./pages/operator-calls.js";
 import { OverviewPage } from "./pages/overview.js";
+import { PluginsPage } from "./pages/plugins.js";
+import { PolicyPage } from "./pages/policy.js";
+import { RagPage } from "./pages/rag.js";
 import { SettingsPage } from "./pages/settings.js";
+import { UsersPage } from "./pages/users.js";
 
 export interface PageProps {
   session: SessionInfo;
@@ -29,6 +33,7 @@ export const pageTable: {
   { id: "overview", label: "Overview", path: "/console/", component: OverviewPage },
   { id: "settings", label: "Settings", path: "/console/settings", component: SettingsPage },
   { id: "api_keys", label: "API keys", path: "/console/api-keys", component: ApiKeysPage },
+  { id: "plugins", label: "Plugins", path: "/console/plugins", component: PluginsPage },
   { id: "audit", label: "Audit", path: "/console/audit", component: AuditPage },
   {
     id: "operator_calls",
@@ -36,4 +41,7 @@ export const pageTable: {
     path: "/console/operator-calls",
     component: OperatorCallsPage,
   },
+  { id: "users", label: "Users", path: "/console/users", component: UsersPage },
+  { id: "rag", label: "RAG", path: "/console/rag", component: RagPage },
+  { id: "policy", label: "Policy", path: "/console/policy", component: PolicyPage },
 ];
