@@ -193,7 +193,7 @@ function Ingest() {
             id="ingest-folder"
             type="file"
             multiple
-            {...{ webkitdirectory: "" }}
+            {...{ webkitdirectory: true }}
             onChange={pick}
           />
         </div>
