@@ -1,4 +1,5 @@
 import { benchAudit } from "./audit.js";
+import { benchConsole } from "./console.js";
 import { benchGateway } from "./gateway.js";
 import { benchIdentity } from "./identity.js";
 import { benchPolicy } from "./policy.js";
@@ -22,3 +23,5 @@ console.log();
 console.log(await benchGateway(seconds));
 console.log();
 console.log(await benchRag());
+console.log();
+console.log(await benchConsole());
