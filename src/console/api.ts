@@ -3,7 +3,7 @@ import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse } from "../server/app.js";
 import { consoleAccess } from "./access.js";
 import { clearedCookie, readJson, sendError, sendJson, sessionCookie } from "./http.js";
-import type { ConsoleSession, ConsoleSessions } from "./sessions.js";
+import { type ConsoleSession, type ConsoleSessions, endsSession } from "./sessions.js";
 import type { SignIn } from "./sign-in.js";
 
 export interface ConsoleApiDeps {
@@ -106,12 +106,12 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
           try {
             return sendJson(res, 200, await describe(session, clientAddress));
           } catch (err) {
+            if (!endsSession(err)) throw err;
             await sessions.end(session.idHash);
             log.info(
               { event: "console_session_ended", user_id: session.userId },
               "console session ended: its login is no longer valid",
             );
-            void err;
             return sendJson(res, 200, { stage: "signed_out", ended: true }, clear);
           }
         }

@@ -16,7 +16,7 @@ import { httpStatusOf } from "../server/http-status.js";
 import { consoleAccess, consoleMayCall } from "./access.js";
 import { clearedCookie, securityHeaders, setSecurityHeaders } from "./http.js";
 import { callContext, type HandlerLookup } from "./in-process.js";
-import type { ConsoleSession, ConsoleSessions } from "./sessions.js";
+import { type ConsoleSession, type ConsoleSessions, endsSession } from "./sessions.js";
 
 export const rpcPrefix = "/console/rpc";
 
@@ -143,12 +143,21 @@ export function createRpcProxy(deps: RpcProxyDeps) {
     try {
       secrets = await sessions.fresh(session);
     } catch (err) {
+      if (!endsSession(err)) {
+        log.warn({ err, user_id: session.userId }, "console session token not renewed");
+        sendConnectError(
+          res,
+          Code.Unavailable,
+          "CONSOLE_UNAVAILABLE",
+          "the session's token could not be renewed just now; try again",
+        );
+        return;
+      }
       log.info(
         { event: "console_session_ended", user_id: session.userId, cause: "refresh" },
         "console session ended",
       );
       await sessions.end(session.idHash);
-      void err;
       sendConnectError(
         res,
         Code.Unauthenticated,

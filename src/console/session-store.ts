@@ -156,6 +156,13 @@ export function createConsoleSessionStore(db: Queryable) {
       return rowCount > 0;
     },
 
+    /** Gives the lease back without new tokens (the refresh failed). */
+    async releaseRefreshLease(idHash: string): Promise<void> {
+      await db.query("UPDATE console_sessions SET refreshing_until = NULL WHERE id_hash = $1", [
+        idHash,
+      ]);
+    },
+
     /** Stores refreshed tokens and gives the lease back. */
     async saveRefreshed(idHash: string, sealed: string): Promise<void> {
       await db.query(

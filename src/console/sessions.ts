@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { Logger } from "../log.js";
 import type {
@@ -53,6 +54,25 @@ const refreshAheadMs = 60_000;
 const touchEveryMs = 15_000;
 const leaseMs = 10_000;
 
+/** The session's row is gone (signed out, idle, ended by another request). */
+export class SessionGone extends Error {
+  override readonly name = "SessionGone";
+  constructor() {
+    super("console session ended");
+  }
+}
+
+/**
+ * Does this failure end the console session? Yes when the session is gone or the identity
+ * service refuses its login (revoked, expired for good, user deactivated); not for a failure
+ * to answer (database or audit unavailable): the user tries again with the same session.
+ */
+export function endsSession(err: unknown): boolean {
+  return (
+    err instanceof SessionGone || (err instanceof ConnectError && err.code === Code.Unauthenticated)
+  );
+}
+
 export const sealContext = (idHash: string) => `console_sessions.sealed:${idHash}`;
 export const hashSessionId = (id: string) => createHash("sha256").update(id).digest("hex");
 const cookieValuePattern = /^[A-Za-z0-9_-]{43}$/;
@@ -82,13 +102,19 @@ export function createConsoleSessions(deps: ConsoleSessionsDeps) {
     // The row as it is now: another request (here or on another replica) may have refreshed
     // since this one read it, and its refresh token is already used up.
     const row = await store.find(session.idHash);
-    if (row === undefined) throw new Error("console session ended");
+    if (row === undefined) throw new SessionGone();
     const current = open(row);
     if (current.access !== session.secrets.access && current.accessExpiresAt > at + 5_000) {
       await store.saveRefreshed(session.idHash, row.sealed);
       return current;
     }
-    const fresh = await deps.refresh(current.refresh, session.clientAddress);
+    let fresh: Awaited<ReturnType<TokenRefresher>>;
+    try {
+      fresh = await deps.refresh(current.refresh, session.clientAddress);
+    } catch (err) {
+      await store.releaseRefreshLease(session.idHash).catch(() => undefined);
+      throw err;
+    }
     const secrets = { ...current, ...fresh };
     await store.saveRefreshed(session.idHash, seal(session.idHash, secrets));
     return secrets;
@@ -99,7 +125,7 @@ export function createConsoleSessions(deps: ConsoleSessionsDeps) {
     while (now() < deadline) {
       await new Promise((r) => setTimeout(r, 200));
       const row = await store.find(session.idHash);
-      if (row === undefined) throw new Error("console session ended");
+      if (row === undefined) throw new SessionGone();
       const secrets = open(row);
       if (secrets.access !== session.secrets.access) return secrets;
     }

@@ -118,6 +118,9 @@ describe.runIf(browserAvailable())("admin console: sign-in and access", () => {
         "Plugins",
         "Audit",
         "Operator calls",
+        "Users",
+        "RAG",
+        "Policy",
       ]);
       await screenshot(page, "overview");
       expect(await axeViolations(page)).toEqual([]);

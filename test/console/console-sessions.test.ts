@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createConsoleSessionStore } from "../../src/console/session-store.js";
-import { createConsoleSessions, type TokenRefresher } from "../../src/console/sessions.js";
+import {
+  createConsoleSessions,
+  endsSession,
+  type TokenRefresher,
+} from "../../src/console/sessions.js";
 import { createSecretBox, parseDataKeys } from "../../src/crypto/secret-box.js";
 import { createUserStore } from "../../src/identity/user-store.js";
 import { silentLogger } from "../../src/log.js";
@@ -21,7 +26,14 @@ describe.each(databaseTargets())("console sessions on $name", (target) => {
   /** A stand-in identity service: refresh tokens are single-use, as the real one's are. */
   const used = new Set<string>();
   let issued = 0;
+  /** What the next refresh throws instead of answering (an outage, a refusal). */
+  let failNext: Error | undefined;
   const refresh: TokenRefresher = async (token) => {
+    if (failNext) {
+      const err = failNext;
+      failNext = undefined;
+      throw err;
+    }
     if (used.has(token)) throw new Error("refresh token reused: family revoked");
     used.add(token);
     issued++;
@@ -124,5 +136,29 @@ describe.each(databaseTargets())("console sessions on $name", (target) => {
     const before = issued;
     expect((await replica().fresh(session)).access).toBe("still-good");
     expect(issued).toBe(before);
+  });
+
+  it("keeps the session through a refresh that got no answer, not through a refused one", async () => {
+    const cookie = await newSession({
+      access: "a-out",
+      refresh: "r-out",
+      accessExpiresAt: clock.t + 1_000,
+    });
+    const sessions = replica();
+    const session = await sessions.load(cookie);
+    if (!session) throw new Error("session not found");
+    failNext = new ConnectError("database unavailable", Code.Unavailable);
+    const outage = await sessions.fresh(session).catch((e: unknown) => e);
+    expect(endsSession(outage)).toBe(false);
+    // The lease was given back: the next request refreshes at once, with the same token.
+    const fresh = await sessions.fresh(session);
+    expect(fresh.access).toMatch(/^access-\d+$/);
+    failNext = new ConnectError("refresh token revoked", Code.Unauthenticated);
+    const later = await replica().load(cookie);
+    if (!later) throw new Error("session not found");
+    const refused = await sessions
+      .fresh({ ...later, secrets: { ...later.secrets, accessExpiresAt: clock.t } })
+      .catch((e: unknown) => e);
+    expect(endsSession(refused)).toBe(true);
   });
 });
