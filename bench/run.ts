@@ -1,4 +1,5 @@
 import { benchAudit } from "./audit.js";
+import { benchConsole } from "./console.js";
 import { benchGateway } from "./gateway.js";
 import { benchIdentity } from "./identity.js";
 import { benchPolicy } from "./policy.js";
@@ -18,6 +19,7 @@ const benchmarks: Record<string, () => Promise<string>> = {
   "policy-service": () => benchPolicyService(seconds),
   gateway: () => benchGateway(seconds),
   rag: () => benchRag(),
+  console: () => benchConsole(),
 };
 const chosen = process.argv.slice(2);
 const unknown = chosen.filter((name) => !(name in benchmarks));

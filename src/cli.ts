@@ -91,7 +91,8 @@ TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
 MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
 AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
 AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
-HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS. See README.md.`;
+HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS,
+CONSOLE_IDLE_TIMEOUT_SECONDS. See README.md.`;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -214,6 +215,8 @@ async function demo(): Promise<void> {
     loopback
       ? `Listening on ${core.server.address}: this machine only (HOST to change it).`
       : `Listening on ${core.server.address} (HOST): other machines can reach it and try the password below.`,
+    `Admin console: ${url}/console/ (sign in as admin; the policy asks administrators for a`,
+    "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),

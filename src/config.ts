@@ -72,6 +72,11 @@ export interface Config {
     /** AUDIT_CHECKPOINT_INTERVAL_SECONDS: between checkpoints (0: on shutdown only). */
     intervalSeconds: number;
   };
+  /** The admin console (docs/console.md). */
+  console: {
+    /** CONSOLE_IDLE_TIMEOUT_SECONDS: a console session unused this long ends. */
+    idleTimeoutSeconds: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -319,6 +324,9 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     auditCheckpoints: {
       keys: checkpointKeysFrom(env, problems),
       intervalSeconds: intVar(env, "AUDIT_CHECKPOINT_INTERVAL_SECONDS", 60, 0, 86_400, problems),
+    },
+    console: {
+      idleTimeoutSeconds: intVar(env, "CONSOLE_IDLE_TIMEOUT_SECONDS", 900, 60, 86_400, problems),
     },
   };
   if (problems.length > 0 || dataKeys === undefined) throw new ConfigError(problems);

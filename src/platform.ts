@@ -8,6 +8,7 @@ import {
   createAuditWriter,
 } from "./audit/index.js";
 import { type Config, embeddedDatabaseDir } from "./config.js";
+import { withConsole } from "./console/index.js";
 import type { OperatorAllowlist } from "./gateway/allowlist.js";
 import type { Gateway } from "./gateway/gateway.js";
 import type { HostResolver } from "./gateway/host-policy.js";
@@ -159,7 +160,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       settings: settingsArea.live,
     });
     const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });
-    const { listener } = createApp({
+    const { listener, handlers } = createApp({
       modules: [
         identityModule,
         serviceAccountAdmin,
@@ -195,7 +196,17 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       maxBodyBytes: config.maxBodyBytes,
     });
-    const server = await listen(listener, {
+    const consoleListener = withConsole(listener, {
+      db,
+      handlers,
+      apiKeys: apiKeysArea.verifier,
+      audit,
+      log,
+      dataKeys: config.dataKeys,
+      tls: config.tls !== undefined,
+      idleTimeoutSeconds: config.console.idleTimeoutSeconds,
+    });
+    const server = await listen(consoleListener, {
       port: config.port,
       host: config.host,
       tls: config.tls,
@@ -203,7 +214,13 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
     });
     log.info(
-      { url: server.url, address: server.address, tls: config.tls !== undefined, db: db.kind },
+      {
+        url: server.url,
+        address: server.address,
+        console: `${server.url}/console/`,
+        tls: config.tls !== undefined,
+        db: db.kind,
+      },
       "traitgate listening",
     );
     const checkpoints = createAuditCheckpoints({

@@ -1,3 +1,4 @@
+import { sealContext as consoleSessionContext } from "../console/sessions.js";
 import { coreSecretContext } from "../gateway/plugins.js";
 import { sealContext as settingContext } from "../settings/effective.js";
 
@@ -32,6 +33,13 @@ export const sealedColumns: readonly SealedColumn[] = [
   { table: "settings", idColumn: "key", column: "sealed", contextOf: settingContext },
   // The secret the core presents to each operator plugin (src/gateway/plugins.ts).
   { table: "plugins", idColumn: "id", column: "core_secret_sealed", contextOf: coreSecretContext },
+  // The tokens and API key behind each admin console session (src/console/sessions.ts).
+  {
+    table: "console_sessions",
+    idColumn: "id_hash",
+    column: "sealed",
+    contextOf: consoleSessionContext,
+  },
 ];
 
 /** `users.mfa_secret`: how reports name a column. */

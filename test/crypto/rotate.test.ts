@@ -98,6 +98,7 @@ describe("sealed columns", () => {
 
   it("cover every area that seals: settings and the plugins' core secrets too", () => {
     expect(sealedColumns.map((c) => `${c.table}.${c.column}`).sort()).toEqual([
+      "console_sessions.sealed",
       "plugins.core_secret_sealed",
       "settings.sealed",
       "users.mfa_pending_secret",

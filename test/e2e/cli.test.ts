@@ -67,6 +67,12 @@ describe("traitgate demo", () => {
       username: "admin",
       roles: ["admin"],
     });
+    // The admin console's address is printed, and it answers there.
+    expect(output).toContain(`Admin console: ${url}/console/`);
+    const page = await fetch(`${url}/console/`);
+    expect(page.status).toBe(200);
+    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(await page.text()).toContain('<div id="app">');
     // Retrieval is wired (plugin, allowlist, backend, sample corpus): roles see different things.
     const searchAs = async (user: string) => {
       const pw = new RegExp(`${user} \\(\\w+\\): (\\S+)`).exec(output)?.[1] ?? "";
