@@ -91,7 +91,8 @@ TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
 MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
 AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
 AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
-HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS. See README.md.`;
+HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS, METRICS_PORT, METRICS_HOST,
+METRICS_PUBLIC, METRICS_TOKEN. See README.md and docs/operations.md.`;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -144,8 +145,8 @@ async function serve(): Promise<void> {
   const { config } = configOrExit(false);
   const log = createLogger({ level: config.logLevel });
   // One connection's stray error must not stop the process (src/server/last-resort.ts).
-  installLastResortGuard(log);
-  const core = await startCore({ config, log });
+  const lastResort = installLastResortGuard(log);
+  const core = await startCore({ config, log, lastResort });
   stopOnSignals(() => core.close(), log);
 }
 
@@ -170,8 +171,8 @@ async function demo(): Promise<void> {
   if (keyNote) generated.push(keyNote);
   if (checkpointKeyNote) generated.push(checkpointKeyNote);
   const log = createLogger({ level: config.logLevel });
-  installLastResortGuard(log);
-  const core = await startCore({ config, log });
+  const lastResort = installLastResortGuard(log);
+  const core = await startCore({ config, log, lastResort });
   let retrievalPlugin: { close(): Promise<void> } | undefined;
   stopOnSignals(async () => {
     await core.close();
@@ -214,6 +215,7 @@ async function demo(): Promise<void> {
     loopback
       ? `Listening on ${core.server.address}: this machine only (HOST to change it).`
       : `Listening on ${core.server.address} (HOST): other machines can reach it and try the password below.`,
+    `Metrics (Prometheus): ${core.metricsAt.url} (${core.metricsAt.access}; docs/operations.md)`,
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),
