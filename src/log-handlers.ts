@@ -115,10 +115,13 @@ export async function openLogHandlers(options: LogHandlerOptions): Promise<LogHa
     },
   });
   await new Promise<void>((resolve, reject) => {
-    transport.once("ready", resolve);
-    transport.once("error", (err: Error) =>
-      reject(new Error(`LOG_FILE ${file.path} cannot be written: ${err.message}`, { cause: err })),
-    );
+    const onError = (err: Error) =>
+      reject(new Error(`LOG_FILE ${file.path} cannot be written: ${err.message}`, { cause: err }));
+    transport.once("error", onError);
+    transport.once("ready", () => {
+      transport.off("error", onError);
+      resolve();
+    });
   });
   // Once the file fails (a full disk, a removed folder), lines go to the console only; the
   // failure is said there once, never through the logger (whose lines would fail again).

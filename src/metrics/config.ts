@@ -30,6 +30,8 @@ export function metricsConfig(env: NodeJS.ProcessEnv, problems: string[]): Metri
     if (!Number.isInteger(port) || port < 0 || port > 65535) {
       problems.push(`METRICS_PORT must be an integer from 0 to 65535 (got "${rawPort}")`);
       port = undefined;
+    } else if (port !== 0 && port === Number(env.PORT?.trim() || 8080)) {
+      problems.push("METRICS_PORT must differ from PORT (unset it to serve /metrics on PORT)");
     }
   }
   const rawPublic = env.METRICS_PUBLIC?.trim().toLowerCase() ?? "";

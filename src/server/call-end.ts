@@ -75,7 +75,6 @@ export function createCallEnd(
     const httpStatus = sent ? res.statusCode : 499;
     const refused = hookFor(call, code);
     const durationMs = performance.now() - call.started;
-    onCallEnded?.(call, code, durationMs / 1000);
     try {
       if (refused !== undefined) call.caller ??= await identify(req, refused.rule);
       log[levelOf(code)](
@@ -95,6 +94,7 @@ export function createCallEnd(
         },
         "call",
       );
+      onCallEnded?.(call, code, durationMs / 1000);
       if (refused === undefined) return;
       await refused.hook({
         stage: "before_handler",

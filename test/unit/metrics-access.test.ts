@@ -115,6 +115,10 @@ describe("metrics configuration", () => {
       'METRICS_PUBLIC must be true or false (got "maybe")',
       "METRICS_TOKEN must be at least 16 bytes long",
     ]);
+    expect(problems({ METRICS_PORT: "8080" })).toEqual([
+      "METRICS_PORT must differ from PORT (unset it to serve /metrics on PORT)",
+    ]);
+    expect(problems({ PORT: "9000", METRICS_PORT: "8080" })).toEqual([]);
     expect(problems({ METRICS_HOST: "0.0.0.0" })).toEqual([
       "METRICS_HOST needs METRICS_PORT (without it, /metrics is on the main port)",
     ]);
