@@ -26,6 +26,7 @@ import { generateDataKey } from "./crypto/secret-box.js";
 import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
+import { openLogHandlers } from "./log-handlers.js";
 import { startCore } from "./platform.js";
 import {
   createApiKeyRemotely,
@@ -91,8 +92,9 @@ TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
 MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
 AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
 AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
-HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS,
-CONSOLE_IDLE_TIMEOUT_SECONDS. See README.md.`;
+HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS, CONSOLE_IDLE_TIMEOUT_SECONDS, METRICS_PORT,
+METRICS_HOST, METRICS_PUBLIC, METRICS_TOKEN, LOG_FILE, LOG_FILE_MAX_SIZE, LOG_FILE_FREQUENCY,
+LOG_FILE_KEEP. See README.md and docs/operations.md.`;
 
 function fail(message: string, code = 2): never {
   process.stderr.write(`traitgate: ${message}\n`);
@@ -141,13 +143,28 @@ function stopOnSignals(close: () => Promise<void>, log: Logger): void {
   process.on("SIGTERM", () => stop("SIGTERM"));
 }
 
+/** The console and, with LOG_FILE, the file (src/log-handlers.ts). */
+async function logHandlersOrExit(config: Config) {
+  try {
+    return await openLogHandlers({ level: config.logLevel, file: config.logFile });
+  } catch (err) {
+    fail(`refusing to start: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 async function serve(): Promise<void> {
   const { config } = configOrExit(false);
-  const log = createLogger({ level: config.logLevel });
+  const logs = await logHandlersOrExit(config);
+  const { log } = logs;
   // One connection's stray error must not stop the process (src/server/last-resort.ts).
-  installLastResortGuard(log);
-  const core = await startCore({ config, log });
-  stopOnSignals(() => core.close(), log);
+  const lastResort = installLastResortGuard(log);
+  const core = await startCore({ config, log, lastResort });
+  stopOnSignals(async () => {
+    await core.close();
+    log.info("stopped");
+    // Every line so far is in the file before the process exits.
+    await logs.close();
+  }, log);
 }
 
 /**
@@ -170,13 +187,16 @@ async function demo(): Promise<void> {
   const { config, generated } = configOrExit(true);
   if (keyNote) generated.push(keyNote);
   if (checkpointKeyNote) generated.push(checkpointKeyNote);
-  const log = createLogger({ level: config.logLevel });
-  installLastResortGuard(log);
-  const core = await startCore({ config, log });
+  const logs = await logHandlersOrExit(config);
+  const { log } = logs;
+  const lastResort = installLastResortGuard(log);
+  const core = await startCore({ config, log, lastResort });
   let retrievalPlugin: { close(): Promise<void> } | undefined;
   stopOnSignals(async () => {
     await core.close();
     await retrievalPlugin?.close();
+    log.info("stopped");
+    await logs.close();
   }, log);
   const password = randomBytes(18).toString("base64url");
   // Audited as the system actor, each change with its event (docs/audit.md).
@@ -217,6 +237,7 @@ async function demo(): Promise<void> {
       : `Listening on ${core.server.address} (HOST): other machines can reach it and try the password below.`,
     `Admin console: ${url}/console/ (sign in as admin; the policy asks administrators for a`,
     "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
+    `Metrics (Prometheus): ${core.metricsAt.url} (${core.metricsAt.access}; docs/operations.md)`,
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),

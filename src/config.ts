@@ -4,6 +4,8 @@ import { type CheckpointKeys, checkpointKeysFrom } from "./audit/checkpoint-keys
 import { type DataKeys, parseDataKeys } from "./crypto/secret-box.js";
 import { parseAllowedHosts } from "./gateway/host-policy.js";
 import type { LogLevel } from "./log.js";
+import { type LogFileConfig, logFileConfig } from "./log-handlers.js";
+import { type MetricsConfig, metricsConfig } from "./metrics/config.js";
 import { type ListenerLimits, listenerDefaults } from "./server/limits.js";
 
 /**
@@ -47,6 +49,10 @@ export interface Config {
     acquireTimeoutMs: number;
   };
   logLevel: LogLevel;
+  /** LOG_FILE and its rotation: a file handler beside the console (docs/operations.md). */
+  logFile: LogFileConfig | undefined;
+  /** Where /metrics is served and who may read it (docs/operations.md). */
+  metrics: MetricsConfig;
   tls: { certFile: string; keyFile: string } | undefined;
   jwt: JwtConfig;
   mfaRequired: boolean;
@@ -286,6 +292,8 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
       acquireTimeoutMs: intVar(env, "DB_ACQUIRE_TIMEOUT_MS", 1_000, 100, 600_000, problems),
     },
     logLevel,
+    logFile: logFileConfig(env, problems),
+    metrics: metricsConfig(env, problems),
     tls: certFile && keyFile ? { certFile, keyFile } : undefined,
     jwt: {
       algorithm,

@@ -1,3 +1,4 @@
+import { Registry } from "prom-client";
 import type { ApiKeys } from "./apikeys/api-keys.js";
 import { createApiKeysModule } from "./apikeys/module.js";
 import {
@@ -20,6 +21,7 @@ import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
 import { createUserAdminModule } from "./identity/user-admin-service.js";
 import type { Logger } from "./log.js";
+import { collectCoreMetrics, createMetrics, exposeMetrics, type Metrics } from "./metrics/index.js";
 import { createPolicyModule, type PolicyArea } from "./policy/module.js";
 import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
@@ -51,6 +53,9 @@ export interface Core {
   search: Search;
   /** The policy area; `policy.current()` is the active compiled engine (docs/policy.md). */
   policy: PolicyArea;
+  /** This core's metrics (on its own registry) and where they are served (docs/operations.md). */
+  metrics: Metrics;
+  metricsAt: { url: string; access: string };
   close(): Promise<void>;
 }
 
@@ -69,11 +74,14 @@ export interface StartCoreOptions {
   policyPollIntervalMs?: number;
   /** How plugin host names resolve (default getaddrinfo); tests pass their own. */
   resolveHost?: HostResolver;
+  /** The process's last-resort guard (src/server/last-resort.ts), whose count is a metric. */
+  lastResort?: { caught(): number };
 }
 
 /** Opens the database, applies migrations, wires every area and listens. */
 export async function startCore(options: StartCoreOptions): Promise<Core> {
   const { config, log } = options;
+  const metrics = createMetrics(new Registry());
   const db =
     options.db ??
     (await openDatabase({
@@ -86,10 +94,15 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     }));
   let stopSettings: () => Promise<void> = async () => {};
   let stopPolicy: () => Promise<void> = async () => {};
+  let stopMetrics: () => Promise<void> = async () => {};
   try {
     const { applied } = await migrate(db, log);
     if (applied.length > 0) log.info({ applied }, "database migrated");
-    const audit = createAuditWriter({ db, log: log.child({ area: "audit" }) });
+    const audit = createAuditWriter({
+      db,
+      log: log.child({ area: "audit" }),
+      observe: metrics.audit,
+    });
     const settingsArea = await createSettingsModule({
       db,
       audit,
@@ -137,6 +150,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       audit,
       log,
       ...(options.policyPollIntervalMs ? { pollIntervalMs: options.policyPollIntervalMs } : {}),
+      onDecision: (d) => metrics.policyDecision(d.decision, d.reasonCode),
     });
     stopPolicy = () => policyArea.close();
     gatewayArea = createGatewayModule({
@@ -149,6 +163,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       isServiceAccountName: (name) => serviceAccounts.exists(name),
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
+      onCallEnded: (call) => metrics.gatewayCall(call),
     });
     const gateway = gatewayArea;
     const searchArea = createSearchModule({
@@ -195,6 +210,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       },
       log,
       maxBodyBytes: config.maxBodyBytes,
+      onCallEnded: (call, code, seconds) => metrics.callEnded(call, code, seconds),
     });
     const consoleListener = withConsole(listener, {
       db,
@@ -206,13 +222,27 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       tls: config.tls !== undefined,
       idleTimeoutSeconds: config.console.idleTimeoutSeconds,
     });
-    const server = await listen(consoleListener, {
+    // Metrics outside the console's wrapper: /metrics is not a console path.
+    const metricsEndpoint = await exposeMetrics(consoleListener, {
+      registry: metrics.registry,
+      config: config.metrics,
+      log,
+    });
+    stopMetrics = () => metricsEndpoint.close();
+    const server = await listen(metricsEndpoint.listener, {
       port: config.port,
       host: config.host,
       tls: config.tls,
       ...config.listener,
       log,
     });
+    collectCoreMetrics(metrics.registry, {
+      listener: server,
+      db,
+      audit,
+      lastResort: options.lastResort,
+    });
+    const metricsUrl = metricsEndpoint.url(server.url);
     log.info(
       {
         url: server.url,
@@ -220,6 +250,8 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         console: `${server.url}/console/`,
         tls: config.tls !== undefined,
         db: db.kind,
+        metrics: metricsUrl,
+        metrics_access: metricsEndpoint.access,
       },
       "traitgate listening",
     );
@@ -243,8 +275,11 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       settingsAdmin: settingsArea.settings,
       search: searchArea.search,
       policy: policyArea,
+      metrics,
+      metricsAt: { url: metricsUrl, access: metricsEndpoint.access },
       async close() {
         await server.close();
+        await metricsEndpoint.close();
         // Queues the counts of sampled-out refusals; audit.close() commits them.
         void refusedCalls.close();
         gateway.close();
@@ -259,6 +294,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
   } catch (err) {
     await stopSettings().catch(() => undefined);
     await stopPolicy().catch(() => undefined);
+    await stopMetrics().catch(() => undefined);
     if (!options.db) await db.close().catch(() => undefined);
     throw err;
   }

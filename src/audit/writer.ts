@@ -24,6 +24,13 @@ export interface AuditWriterOptions {
   maxBatch?: number;
   /** Most events waiting to be committed (default 50,000); more are refused at once. */
   maxQueued?: number;
+  /** Told of each batch (metrics); called once per transaction, never per event. */
+  observe?: AuditWriterObserver;
+}
+
+export interface AuditWriterObserver {
+  /** One batch of `events` was committed (ok) or failed, after `seconds`. */
+  batch(events: number, seconds: number, ok: boolean): void;
 }
 
 export interface AuditWriterStats {
@@ -36,6 +43,8 @@ export interface AuditWriterStats {
   largestBatch: number;
   /** Writes refused because `maxQueued` events were already waiting. */
   refusedQueueFull: number;
+  /** Events waiting to be committed now (the batch being committed not included). */
+  queued: number;
 }
 
 export interface AuditWriter {
@@ -83,7 +92,7 @@ export const defaultMaxQueued = 50_000;
  * newest stored event under an advisory lock.
  */
 export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
-  const { db, log } = options;
+  const { db, log, observe } = options;
   const clock = options.clock ?? { now: () => Date.now() };
   const maxBatch = options.maxBatch ?? defaultMaxBatch;
   const maxQueued = options.maxQueued ?? defaultMaxQueued;
@@ -96,6 +105,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     events: 0,
     largestBatch: 0,
     refusedQueueFull: 0,
+    queued: 0,
   };
   const queue: Pending[] = [];
   let draining: Promise<void> | undefined;
@@ -114,12 +124,14 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     stats.transactions++;
     stats.largestBatch = Math.max(stats.largestBatch, batch.length);
     let appended: AppendedEvent[];
+    const started = performance.now();
     try {
       appended = await appendBatch(
         db,
         batch.map((pending) => pending.event),
       );
     } catch (err) {
+      observe?.batch(batch.length, (performance.now() - started) / 1000, false);
       stats.failedTransactions++;
       // Message and code only: driver errors can quote row values, which are event details.
       log.error({ error: summary(err), events: batch.length }, "audit batch could not be written");
@@ -135,6 +147,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       for (const pending of batch) pending.reject(failure);
       return;
     }
+    observe?.batch(batch.length, (performance.now() - started) / 1000, true);
     stats.events += batch.length;
     batch.forEach((pending, i) => {
       const result = appended[i];
@@ -184,7 +197,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       }
     },
 
-    stats: () => ({ ...stats }),
+    stats: () => ({ ...stats, queued: queue.length }),
 
     async close() {
       closed = true;

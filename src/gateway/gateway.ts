@@ -71,6 +71,30 @@ export interface GatewayDeps {
    * caller that went away.
    */
   isDeadline?: (reason: unknown) => boolean;
+  /** Told of every call once it ended (metrics). */
+  onCallEnded?: (call: GatewayCallObservation) => void;
+}
+
+/**
+ * A gateway call as metrics see it: only names the registry controls (a plugin id or an
+ * operation that is not registered is "unknown"), the outcome of its operator_call event
+ * and its reason ("ok" for a success), and how long the plugin took, when it was called.
+ */
+export interface GatewayCallObservation {
+  plugin: string;
+  operation: string;
+  outcome: AuditEventInput["outcome"];
+  reason: string;
+  upstreamSeconds: number | undefined;
+}
+
+/** What a call's operator_call event and its observation say besides the input. */
+interface CallFacts {
+  status: number;
+  bytes: number;
+  plugin: string;
+  operation: string;
+  upstreamSeconds: number | undefined;
 }
 
 export interface Gateway {
@@ -162,7 +186,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
    */
   let auditDown = false;
 
-  async function decideAndForward(input: CallInput, event: { status: number; bytes: number }) {
+  async function decideAndForward(input: CallInput, event: CallFacts) {
     if (auditDown) {
       throw unavailable(
         "AUDIT_UNAVAILABLE",
@@ -193,6 +217,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     if (plugin === null || !plugin.enabled) {
       throw refuse("not_found", "PLUGIN_NOT_FOUND", "no enabled plugin has this id", "plugin_id");
     }
+    event.plugin = plugin.manifest.id;
     const path = plugin.manifest.endpoints[input.operation];
     if (path === undefined) {
       throw refuse(
@@ -202,6 +227,9 @@ export function createGateway(deps: GatewayDeps): Gateway {
         "operation",
       );
     }
+    // A registered operation's name (never one the object's prototype answers for).
+    if (Object.hasOwn(plugin.manifest.endpoints, input.operation))
+      event.operation = input.operation;
     const allowed = await allowlist
       .operationsFor(input.callerPlugin, input.pluginId)
       .catch((err: unknown) => {
@@ -237,6 +265,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     const body = Buffer.from(JSON.stringify(payload));
     event.bytes = body.length;
     const timeoutMs = Math.min(input.timeoutMs ?? deps.timeouts.defaultMs, deps.timeouts.maxMs);
+    const sent = performance.now();
     const result = await forwarder.forward({
       host: plugin.manifest.host,
       port: plugin.manifest.port,
@@ -251,6 +280,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       },
       ...(input.signal ? { signal: input.signal } : {}),
     });
+    if (result.kind !== "refused") event.upstreamSeconds = (performance.now() - sent) / 1000;
     if (result.kind === "aborted" && deps.isDeadline?.(input.signal?.reason)) {
       return replyOf({ kind: "timeout" }, event);
     }
@@ -260,7 +290,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
   return {
     async call(input) {
       const started = performance.now();
-      const event = { status: 200, bytes: 0 };
+      const event: CallFacts = {
+        status: 200,
+        bytes: 0,
+        plugin: "unknown",
+        operation: "unknown",
+        upstreamSeconds: undefined,
+      };
       let outcome: AuditEventInput["outcome"] = "success";
       let reason = "";
       try {
@@ -284,6 +320,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
         throw err;
       } finally {
         const latencyMs = +(performance.now() - started).toFixed(3);
+        deps.onCallEnded?.({
+          plugin: event.plugin,
+          operation: event.operation,
+          outcome,
+          reason: reason === "" ? "ok" : reason,
+          upstreamSeconds: event.upstreamSeconds,
+        });
         // Not awaited: the answer does not wait for the commit (see docs/operator-lane.md);
         // a failed write is logged and sets `auditDown`, which refuses later calls.
         audit

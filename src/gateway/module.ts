@@ -21,7 +21,7 @@ import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
 import { createConnectGuard } from "./connect-guard.js";
 import { createForwarder } from "./forwarder.js";
-import { createGateway, type Gateway } from "./gateway.js";
+import { createGateway, type Gateway, type GatewayDeps } from "./gateway.js";
 import { createHostPolicy, type HostResolver, systemResolver } from "./host-policy.js";
 import { createOperatorCallFeed } from "./operator-calls.js";
 import type { PluginRecord } from "./plugin-store.js";
@@ -61,6 +61,8 @@ export interface GatewayModuleDeps {
   clock?: Clock;
   /** How plugin host names resolve, at registration and when dialled (default: getaddrinfo). */
   resolveHost?: HostResolver;
+  /** Told of every gateway call once it ended (metrics). */
+  onCallEnded?: GatewayDeps["onCallEnded"];
 }
 
 export interface GatewayArea {
@@ -183,6 +185,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     log: deps.log.child({ area: "gateway" }),
     timeouts: { defaultMs: deps.config.defaultTimeoutMs, maxMs: deps.config.maxTimeoutMs },
     isDeadline: isConnectDeadline,
+    ...(deps.onCallEnded ? { onCallEnded: deps.onCallEnded } : {}),
   });
   const feed = createOperatorCallFeed({ db: deps.db });
   const refusedAdmin = auditRefusedCalls(deps.audit, { log: deps.log });

@@ -69,8 +69,11 @@ export const decideForOthersRoles: readonly string[] = ["admin", "service"];
 export function createPolicyDecisions(deps: {
   live: LivePolicy;
   audit: Pick<AuditWriter, "write">;
+  /** Told of each decision once it is recorded, i.e. answered (metrics). */
+  onDecision?: (decision: Decision) => void;
 }): PolicyDecisions {
   const { live, audit } = deps;
+  const answered = deps.onDecision ?? (() => {});
 
   /**
    * The user a decision is about. A user asks about themselves; service accounts and users
@@ -135,6 +138,7 @@ export function createPolicyDecisions(deps: {
       const d = engine.evaluate(request);
       const id = randomUUID();
       await audit.write(record(caller, requestId, "evaluate", request, d, id));
+      answered(d);
       return answer(engine, request, d, id);
     },
 
@@ -158,6 +162,7 @@ export function createPolicyDecisions(deps: {
           decisions: decisions.map((d, i) => decisionDetails(requests[i]!, d, ids[i]!)),
         },
       });
+      for (const d of decisions) answered(d);
       return decisions.map((d, i) => answer(engine, requests[i]!, d, ids[i]!));
     },
 
@@ -167,6 +172,7 @@ export function createPolicyDecisions(deps: {
       const explanation = engine.explain(request);
       const id = randomUUID();
       await audit.write(record(caller, requestId, "explain", request, explanation.decision, id));
+      answered(explanation.decision);
       return { decision: answer(engine, request, explanation.decision, id), explanation };
     },
 
@@ -193,6 +199,7 @@ export function createPolicyDecisions(deps: {
             .reduce((n, r) => n + (r.count ?? 1), 0),
         }),
       );
+      answered(d);
       return { decision: answer(engine, request, d, id), ...result };
     },
   };

@@ -10,6 +10,7 @@ import { type LivePolicy, startLivePolicy } from "./live.js";
 import { createPolicyAdmin, type PolicyAdmin } from "./policy-admin.js";
 import { policyStore } from "./policy-store.js";
 import { createPolicyService } from "./service.js";
+import type { Decision } from "./types.js";
 
 /** API key scopes of the policy area (src/apikeys/scopes.ts). */
 export const policyReadScope = "policy:read";
@@ -21,6 +22,8 @@ export interface PolicyModuleDeps {
   log: Logger;
   /** Generation poll behind LISTEN/NOTIFY (default 1 s). */
   pollIntervalMs?: number;
+  /** Told of each decision answered by the policy service (metrics). */
+  onDecision?: (decision: Decision) => void;
 }
 
 /**
@@ -60,7 +63,11 @@ export async function createPolicyModule(
     log,
     ...(deps.pollIntervalMs ? { pollIntervalMs: deps.pollIntervalMs } : {}),
   });
-  const decisions = createPolicyDecisions({ live, audit: deps.audit });
+  const decisions = createPolicyDecisions({
+    live,
+    audit: deps.audit,
+    ...(deps.onDecision ? { onDecision: deps.onDecision } : {}),
+  });
   const admin = createPolicyAdmin({ db: deps.db, audit: deps.audit, live });
   const anyCaller = requireAuth();
   const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [policyReadScope] });

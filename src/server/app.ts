@@ -21,7 +21,7 @@ import { createValidateInterceptor } from "@connectrpc/validate";
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
 import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
-import { createCallEnd } from "./call-end.js";
+import { type CallEndOptions, createCallEnd } from "./call-end.js";
 import { markHandled, noteAnswered, noteOutcome, protocolOf, startCall } from "./call-record.js";
 import { type CallRecord, callRecordKey, clientAddressKey, requestIdKey } from "./context.js";
 import { isPlainGrpc, serveGrpcUnary } from "./grpc-unary.js";
@@ -66,6 +66,8 @@ export interface AppOptions {
   health: HealthChecker;
   log: Logger;
   maxBodyBytes: number;
+  /** Told of every call once it ended, with its access line (metrics). */
+  onCallEnded?: CallEndOptions["onCallEnded"];
 }
 
 /** The modules' own refusal hooks, by service type name. */
@@ -217,6 +219,7 @@ export function createApp(options: AppOptions): {
     refusalHooks: hooks,
     authRules,
     authenticator: options.authenticator,
+    ...(options.onCallEnded ? { onCallEnded: options.onCallEnded } : {}),
   });
   const listener: RequestListener = (req, res) => {
     const call = startCall(req, res, "rest");

@@ -31,6 +31,8 @@ export interface CallEndOptions {
   authRules: ReadonlyMap<string, AuthRule>;
   /** Tells who sent a refused call (its credential), when the auth interceptor did not run. */
   authenticator: Authenticator;
+  /** Told of every call with its access line: its record, outcome code and duration (metrics). */
+  onCallEnded?: (call: CallRecord, code: number, seconds: number) => void;
 }
 
 /** The level of a call's line: warn for what a dependency did, error for a server fault. */
@@ -43,7 +45,7 @@ function levelOf(code: number): "info" | "warn" | "error" {
 export function createCallEnd(
   options: CallEndOptions,
 ): (call: CallRecord, req: NodeRequest, res: NodeResponse) => Promise<void> {
-  const { log, refusalHooks, authRules, authenticator } = options;
+  const { log, refusalHooks, authRules, authenticator, onCallEnded } = options;
 
   /** The hook to tell of this call, if it was refused before its method ran and nobody else told one. */
   function hookFor(
@@ -72,6 +74,7 @@ export function createCallEnd(
     const code = call.code ?? Code.Unknown;
     const httpStatus = sent ? res.statusCode : 499;
     const refused = hookFor(call, code);
+    const durationMs = performance.now() - call.started;
     try {
       if (refused !== undefined) call.caller ??= await identify(req, refused.rule);
       log[levelOf(code)](
@@ -87,10 +90,11 @@ export function createCallEnd(
           code: code === 0 ? "ok" : codeName(code),
           http_status: httpStatus,
           reason: code === 0 ? undefined : call.reason,
-          duration_ms: +(performance.now() - call.started).toFixed(3),
+          duration_ms: +durationMs.toFixed(3),
         },
         "call",
       );
+      onCallEnded?.(call, code, durationMs / 1000);
       if (refused === undefined) return;
       await refused.hook({
         stage: "before_handler",

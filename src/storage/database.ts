@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { checkChannel, type ListenHandlers, type NotificationSubscription } from "./notify.js";
-import type { Database, Executor, QueryResult, Session } from "./types.js";
-import { mapUnavailable } from "./unavailable.js";
+import type { Database, Executor, PoolStats, QueryResult, Session } from "./types.js";
+import { asUnavailable, unavailableKind } from "./unavailable.js";
 
 /** One connection taken from a driver for a transaction or a session. */
 export interface Lease {
@@ -20,6 +20,8 @@ export interface Driver {
   ping(timeoutMs: number): Promise<void>;
   listen(channel: string, handlers: ListenHandlers): Promise<NotificationSubscription>;
   close(): Promise<void>;
+  /** The connection pool's state, where there is one (PostgreSQL). */
+  pool?(): PoolStats;
 }
 
 interface Scope {
@@ -44,6 +46,15 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
     (options.scopeChecks ?? scopeChecksByDefault()) ? new AsyncLocalStorage<Scope>() : undefined;
   const within = <T>(scope: Scope, fn: () => T): T => (scopes ? scopes.run(scope, fn) : fn());
   let closing: Promise<void> | undefined;
+  const failures = { timeouts: 0, connectionErrors: 0 };
+  /** Driver failures that mean "unavailable" become DATABASE_UNAVAILABLE, counted once. */
+  const mapUnavailable = <T>(work: Promise<T>): Promise<T> =>
+    work.catch((err: unknown) => {
+      const kind = unavailableKind(err);
+      if (kind === "timeout") failures.timeouts++;
+      else if (kind === "connection") failures.connectionErrors++;
+      throw asUnavailable(err);
+    });
 
   const enter = () => {
     if (closing) throw new Error("database is closed");
@@ -98,6 +109,8 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
 
   return {
     kind: driver.kind,
+
+    stats: () => ({ pool: driver.pool?.(), ...failures }),
 
     // Connection failures become DATABASE_UNAVAILABLE (src/storage/unavailable.ts).
     async query<R>(sql: string, params?: readonly unknown[]) {

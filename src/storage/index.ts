@@ -7,8 +7,10 @@ export { type MigrateOptions, type Migration, migrate, readMigrations } from "./
 export type { ListenHandlers, NotificationSubscription } from "./notify.js";
 export type {
   Database,
+  DatabaseStats,
   Executor,
   OpenDatabaseOptions,
+  PoolStats,
   Queryable,
   QueryResult,
   Session,

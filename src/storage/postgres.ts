@@ -60,7 +60,9 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
     ...(schema !== undefined ? { options: `-c search_path=${schema},public` } : {}),
     onConnect: registerVectorTypes,
   });
+  let failedConnections = 0;
   pool.on("error", (err) => {
+    failedConnections++;
     log.warn({ server, error: summary(err) }, "idle PostgreSQL connection failed");
   });
   log.debug({ server, schema, poolSize: options.poolSize }, "PostgreSQL pool created");
@@ -68,6 +70,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
   // A connection that drops while checked out emits `error`; without a listener that would
   // end the process. The statement under way fails with it and reports it.
   const onError = (err: Error) => {
+    failedConnections++;
     log.warn({ server, error: summary(err) }, "PostgreSQL connection failed while in use");
   };
 
@@ -120,6 +123,13 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
       ),
     listen: (channel, handlers) =>
       listenPostgres(base, channel, handlers, log, { statementTimeoutMs }),
+    pool: () => ({
+      total: pool.totalCount,
+      idle: pool.idleCount,
+      waiting: pool.waitingCount,
+      max: options.poolSize,
+      failedConnections,
+    }),
     async close() {
       await pool.end();
       log.debug({ server }, "PostgreSQL pool closed");

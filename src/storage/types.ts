@@ -26,8 +26,33 @@ export interface Session extends Executor {
   transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
 }
 
+/** A PostgreSQL connection pool's state now, and its connections that failed so far. */
+export interface PoolStats {
+  /** Connections open (idle and in use). */
+  total: number;
+  idle: number;
+  /** Callers waiting for a connection. */
+  waiting: number;
+  /** The pool's size. */
+  max: number;
+  /** Connections that failed, idle or in use (the server went away, the network broke). */
+  failedConnections: number;
+}
+
+/** What the database handle has seen (metrics: docs/operations.md). */
+export interface DatabaseStats {
+  /** PostgreSQL's pool; undefined on PGlite (one connection in the process, no pool). */
+  pool: PoolStats | undefined;
+  /** Statements or connection requests that failed: the database did not answer in time. */
+  timeouts: number;
+  /** Those that failed because the database could not be reached or the connection broke. */
+  connectionErrors: number;
+}
+
 export interface Database extends Session {
   readonly kind: "pglite" | "postgres";
+  /** Counts of failures so far and the pool's state; cheap, for metrics. */
+  stats(): DatabaseStats;
   /**
    * Runs fn on one connection held for its whole duration, so session state (an advisory
    * lock, a SET) stays on it. On PostgreSQL the connection is closed afterwards rather than

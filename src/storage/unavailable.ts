@@ -72,6 +72,17 @@ function isTimeout(err: unknown): boolean {
 
 export const databaseUnavailableReason = "DATABASE_UNAVAILABLE";
 
+/**
+ * Why a driver's error means the database is unavailable: it did not answer in time, or it
+ * could not be reached (or a connection broke); undefined for any other error, and for one
+ * already mapped (a DomainError), so that a failure is counted once (metrics).
+ */
+export function unavailableKind(err: unknown): "timeout" | "connection" | undefined {
+  if (err instanceof DomainError) return undefined;
+  if (isTimeout(err)) return "timeout";
+  return isConnectionError(err) ? "connection" : undefined;
+}
+
 /** The error to throw: a DomainError `unavailable` for connection failures, err otherwise. */
 export function asUnavailable(err: unknown): unknown {
   if (err instanceof DomainError) return err;

@@ -2,6 +2,7 @@ import { Writable } from "node:stream";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import {
   type AppendedEvent,
+  type AuditWriter,
   createAuditWriter,
   genesisHash,
   verifyAuditChain,
@@ -60,8 +61,32 @@ describe.each(databaseTargets())("audit writer on $name", (target) => {
       events: 200,
       largestBatch: 50,
       refusedQueueFull: 0,
+      queued: 0,
     });
     expect(await verifyAuditChain(db)).toMatchObject({ ok: true, count: 200 });
+  });
+
+  it("tells its observer of each batch once (size, time, outcome) and shows what is queued", async () => {
+    const batches: { events: number; seconds: number; ok: boolean; queued: number }[] = [];
+    const writer: AuditWriter = createAuditWriter({
+      db,
+      log: silentLogger,
+      maxBatch: 50,
+      observe: {
+        // Told as each batch ends, before the next one is taken from the queue.
+        batch: (events, seconds, ok) =>
+          batches.push({ events, seconds, ok, queued: writer.stats().queued }),
+      },
+    });
+    await Promise.all(Array.from({ length: 120 }, (_, i) => writer.write(sampleEvent(i))));
+    expect(batches.map((b) => [b.events, b.ok, b.queued])).toEqual([
+      [50, true, 70],
+      [50, true, 20],
+      [20, true, 0],
+    ]);
+    expect(batches.every((b) => b.seconds > 0)).toBe(true);
+    expect(writer.stats().queued).toBe(0);
+    await writer.close();
   });
 
   it("commits a batch in one statement, not a transaction of several round trips", async () => {
@@ -151,7 +176,12 @@ describe.each(databaseTargets())("audit writer on $name", (target) => {
       },
     });
     const log = createLogger({ level: "debug", destination });
-    const writer = createAuditWriter({ db, log });
+    const batches: [number, boolean][] = [];
+    const writer = createAuditWriter({
+      db,
+      log,
+      observe: { batch: (events, _seconds, ok) => batches.push([events, ok]) },
+    });
     await writer.write(sampleEvent(0));
 
     const secret = "details-value-that-must-not-be-logged";
@@ -167,6 +197,10 @@ describe.each(databaseTargets())("audit writer on $name", (target) => {
     }
     expect(await countEvents(db)).toBe(1);
     expect(writer.stats()).toMatchObject({ transactions: 2, failedTransactions: 1, events: 1 });
+    expect(batches).toEqual([
+      [1, true],
+      [20, false],
+    ]);
     expect(lines.join("")).toContain("audit batch could not be written");
     expect(lines.join("")).not.toContain(secret);
 

@@ -58,6 +58,12 @@ describe("traitgate demo", () => {
     expect(output).toContain("DATA_ENCRYPTION_KEY was not set");
     const url = /running at (http:\/\/\S+)/.exec(output)?.[1] ?? "";
     const password = /password: (\S+)/.exec(output)?.[1] ?? "";
+    // Where the metrics are, and that they answer this (loopback) client.
+    const metricsUrl = /Metrics \(Prometheus\): (\S+) \(loopback clients only/.exec(output)?.[1];
+    expect(metricsUrl).toBe(`${url}/metrics`);
+    const scraped = await fetch(metricsUrl ?? "");
+    expect(scraped.status).toBe(200);
+    expect(await scraped.text()).toContain("traitgate_rpc_requests_total");
     // Printed to the console for the operator, never as a log line.
     const logLines = output.split("\n").filter((l) => l.startsWith("{"));
     expect(logLines.length).toBeGreaterThan(0);
