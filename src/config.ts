@@ -7,6 +7,7 @@ import type { LogLevel } from "./log.js";
 import { type LogFileConfig, logFileConfig } from "./log-handlers.js";
 import { type MetricsConfig, metricsConfig } from "./metrics/config.js";
 import { type ListenerLimits, listenerDefaults } from "./server/limits.js";
+import { parseTrustedProxies } from "./server/origin.js";
 
 /**
  * Configuration comes from the environment only (secrets included). Each
@@ -62,6 +63,11 @@ export interface Config {
   maxBodyBytes: number;
   /** Connection caps and timeouts of the listener (docs/architecture.md). */
   listener: ListenerLimits;
+  /**
+   * TRUSTED_PROXIES: IP addresses and CIDR ranges of proxies whose X-Forwarded-For names the
+   * client (src/server/origin.ts); empty: the TCP peer is the client.
+   */
+  trustedProxies: string[];
   /** The operator lane (docs/operator-lane.md). */
   gateway: {
     /** PLUGIN_ALLOWED_HOSTS: hosts plugin manifests may name without an explicit exception. */
@@ -171,6 +177,17 @@ function pluginAllowedHosts(env: NodeJS.ProcessEnv, problems: string[]): string[
     .filter((h) => h !== "");
   problems.push(...parseAllowedHosts(entries).problems);
   return entries;
+}
+
+/** TRUSTED_PROXIES: comma-separated IP addresses and CIDR ranges (docs/audit.md). */
+function trustedProxies(env: NodeJS.ProcessEnv, problems: string[]): string[] {
+  const entries = (env.TRUSTED_PROXIES ?? "")
+    .split(",")
+    .map((e) => e.trim())
+    .filter((e) => e !== "");
+  const parsed = parseTrustedProxies(entries);
+  problems.push(...parsed.problems);
+  return [...parsed.proxies.entries];
 }
 
 /** Reads and validates the configuration; throws ConfigError listing every problem. */
@@ -324,6 +341,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     mfaRequired: boolVar(env, "MFA_REQUIRED", problems),
     maxBodyBytes: intVar(env, "MAX_BODY_BYTES", 1_048_576, 1024, 64 * 1_048_576, problems),
     listener: listenerLimits(env, problems),
+    trustedProxies: trustedProxies(env, problems),
     gateway: {
       allowedHosts: pluginAllowedHosts(env, problems),
       defaultTimeoutMs: intVar(env, "GATEWAY_TIMEOUT_MS", 10_000, 10, 600_000, problems),

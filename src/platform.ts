@@ -27,6 +27,7 @@ import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
 import { createApp } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
+import { createOriginResolver, parseTrustedProxies } from "./server/origin.js";
 import type { LiveSettings } from "./settings/live.js";
 import { followLogLevel } from "./settings/log-level.js";
 import { createSettingsModule } from "./settings/module.js";
@@ -211,6 +212,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       maxBodyBytes: config.maxBodyBytes,
       onCallEnded: (call, code, seconds) => metrics.callEnded(call, code, seconds),
+      trustedProxies: config.trustedProxies,
     });
     const consoleListener = withConsole(listener, {
       db,
@@ -221,6 +223,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       dataKeys: config.dataKeys,
       tls: config.tls !== undefined,
       idleTimeoutSeconds: config.console.idleTimeoutSeconds,
+      originOf: createOriginResolver(parseTrustedProxies(config.trustedProxies).proxies),
     });
     // Metrics outside the console's wrapper: /metrics is not a console path.
     const metricsEndpoint = await exposeMetrics(consoleListener, {

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { requestFields } from "../audit/event.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
 import type { Queryable, Session } from "../storage/index.js";
 import { type ApiKeyRecord, type ApiKeyStatusFilter, createApiKeyStore } from "./api-key-store.js";
@@ -27,6 +28,8 @@ export type ApiKeyActor =
 
 export interface ApiKeyRequestMeta {
   requestId: string | null;
+  /** Where the request came from (absent on the command line). */
+  origin?: RequestOrigin | undefined;
 }
 
 export interface CreateApiKeyInput {
@@ -108,7 +111,7 @@ export function createApiKeys(deps: ApiKeysDeps): ApiKeys {
     ...event,
     actorType: actor.type,
     actorId: actor.type === "system" ? null : actor.id,
-    requestId: meta.requestId,
+    ...requestFields(meta),
     details: {
       ...event.details,
       ...(actor.type !== "system" && actor.apiKey ? { api_key_id: actor.apiKey.id } : {}),

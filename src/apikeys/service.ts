@@ -5,7 +5,7 @@ import {
   type ApiKeyService,
   ApiKeyStatus,
 } from "../../gen/traitgate/admin/v1/api_keys_pb.js";
-import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { auditedRequestOf, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
 import type { ApiKeyRecord, ApiKeyStatusFilter } from "./api-key-store.js";
 import type {
@@ -79,6 +79,4 @@ function actor(ctx: HandlerContext): ApiKeyActor {
   return { type: principal.kind, id: principal.userId, apiKey: principal.apiKey };
 }
 
-const meta = (ctx: HandlerContext): ApiKeyRequestMeta => ({
-  requestId: ctx.values.get(requestIdKey),
-});
+const meta = (ctx: HandlerContext): ApiKeyRequestMeta => auditedRequestOf(ctx.values);

@@ -1,5 +1,5 @@
 import type { Queryable, Session } from "../storage/index.js";
-import type { AuditEventInput } from "./event.js";
+import { type AuditEventInput, type AuditedRequest, requestFields } from "./event.js";
 import type { AuditWriter } from "./writer.js";
 
 /** What an administrative change did, and the event that records it. */
@@ -26,7 +26,7 @@ export function auditedChanges<A, Store>(deps: {
 }) {
   return <T>(
     actor: A,
-    meta: { requestId: string | null },
+    meta: AuditedRequest,
     change: (store: Store, tx: Queryable) => Promise<ChangeDone<T> | undefined>,
   ): Promise<T> =>
     deps.db.transaction(async (tx) => {
@@ -36,7 +36,7 @@ export function auditedChanges<A, Store>(deps: {
         ...done.event,
         ...deps.actorFields(actor),
         outcome: "success",
-        requestId: meta.requestId,
+        ...requestFields(meta),
       });
       return done.result;
     });

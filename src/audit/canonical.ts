@@ -5,8 +5,13 @@ import type { AuditRecord } from "./event.js";
 /** prev_hash of the first event of a chain. */
 export const genesisHash = "0".repeat(64);
 
-/** Version of the canonical encoding, hashed with every event so it can evolve. */
-export const canonicalVersion = 1;
+/**
+ * Version of the canonical encoding, hashed with every event so it can evolve. Version 2
+ * adds the request's origin (client_address, user_agent); an event without one (no request
+ * caused it, or it was written before origins were recorded) is encoded as version 1, so
+ * that every event ever written keeps its hash, and adding or removing an origin changes it.
+ */
+export const canonicalVersion = 2;
 
 /**
  * JSON with object keys sorted (by UTF-16 code units, as Array.prototype.sort does), no
@@ -45,15 +50,21 @@ export interface PreparedEvent {
 
 export function prepareEvent(record: AuditRecord): PreparedEvent {
   const detailsJson = canonicalJson(record.details);
-  const text = (value: string | null) => JSON.stringify(value);
+  const text = (value: string | null | undefined) => JSON.stringify(value ?? null);
+  const clientAddress = record.clientAddress ?? null;
+  const userAgent = record.userAgent ?? null;
+  const withOrigin = clientAddress !== null || userAgent !== null;
   // canonicalJson of the object {v, id, occurred_at, ...}, written out with its keys in
   // sorted order so that the details are encoded once.
   const canonical =
     `{"action":${text(record.action)},"actor_id":${text(record.actorId)},` +
-    `"actor_type":${text(record.actorType)},"details":${detailsJson},` +
+    `"actor_type":${text(record.actorType)},` +
+    (withOrigin ? `"client_address":${text(clientAddress)},` : "") +
+    `"details":${detailsJson},` +
     `"id":${text(record.id.toLowerCase())},"occurred_at":${text(record.occurredAt)},` +
     `"outcome":${text(record.outcome)},"request_id":${text(record.requestId)},` +
-    `"target":${text(record.target)},"v":${canonicalVersion}}`;
+    `"target":${text(record.target)},` +
+    (withOrigin ? `"user_agent":${text(userAgent)},"v":${canonicalVersion}}` : `"v":1}`);
   return { record, detailsJson, canonical };
 }
 

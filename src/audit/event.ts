@@ -6,6 +6,34 @@ export type ActorType = (typeof actorTypes)[number];
 export const outcomes = ["success", "failure", "denied", "error"] as const;
 export type Outcome = (typeof outcomes)[number];
 
+/**
+ * Where a request came from, resolved once per request by the server (src/server/origin.ts):
+ * the client's address (the TCP peer, or what trusted proxies say) and its User-Agent
+ * (control characters removed, at most 256 characters; "" when it sent none).
+ */
+export interface RequestOrigin {
+  clientAddress: string;
+  userAgent: string;
+}
+
+/**
+ * What an area's domain functions get from a request, to put on the events it causes: its
+ * id and its origin. Absent origin: not caused by a request (the command line, demo mode).
+ */
+export interface AuditedRequest {
+  requestId: string | null;
+  origin?: RequestOrigin | undefined;
+}
+
+/** The event fields an audited request gives every event it causes. */
+export const requestFields = (request: {
+  requestId?: string | null | undefined;
+  origin?: RequestOrigin | undefined;
+}): Pick<AuditEventInput, "requestId" | "origin"> => ({
+  requestId: request.requestId ?? null,
+  origin: request.origin ?? null,
+});
+
 /** What an area hands the audit writer. */
 export interface AuditEventInput {
   actorType: ActorType;
@@ -17,6 +45,8 @@ export interface AuditEventInput {
   target?: string | null;
   outcome: Outcome;
   requestId?: string | null;
+  /** Where the request that caused the event came from; null when no request did. */
+  origin?: RequestOrigin | null;
   /**
    * Anything else worth keeping (before/after, reasons, sizes, latencies). Secrets and
    * personal data are redacted by the writer (docs/audit.md), but do not rely on it: leave
@@ -38,6 +68,9 @@ export interface AuditRecord {
   target: string | null;
   outcome: string;
   requestId: string | null;
+  /** The request's origin; both null for events no request caused (and for older events). */
+  clientAddress?: string | null;
+  userAgent?: string | null;
   details: JsonObject;
 }
 
@@ -68,7 +101,17 @@ export function toRecord(input: AuditEventInput, id: string, nowMs: number): Aud
     target: optionalText(input.target, "target"),
     outcome: input.outcome,
     requestId: optionalText(input.requestId, "requestId"),
+    ...originFields(input.origin),
     details: prepareDetails(input.details),
+  };
+}
+
+function originFields(origin: RequestOrigin | null | undefined) {
+  if (origin === undefined || origin === null) return { clientAddress: null, userAgent: null };
+  if (typeof origin !== "object") throw new TypeError("audit event origin must be an object");
+  return {
+    clientAddress: optionalText(origin.clientAddress, "origin.clientAddress") ?? "",
+    userAgent: optionalText(origin.userAgent, "origin.userAgent") ?? "",
   };
 }
 

@@ -76,6 +76,8 @@ export const exportLine = (e: AuditEventRow): string =>
     target: e.target,
     outcome: e.outcome,
     request_id: e.requestId,
+    client_address: e.clientAddress,
+    user_agent: e.userAgent,
     details: e.details,
     prev_hash: e.prevHash,
     hash: e.hash,

@@ -35,10 +35,13 @@ export { isSensitiveKey, type JsonObject, type JsonValue, redacted } from "./det
 export {
   type ActorType,
   type AuditEventInput,
+  type AuditedRequest,
   type AuditRecord,
   actorTypes,
   type Outcome,
   outcomes,
+  type RequestOrigin,
+  requestFields,
 } from "./event.js";
 export {
   type AuditExportOptions,
@@ -64,6 +67,7 @@ export {
 export {
   auditRefusedCalls,
   type RefusedCallsAudit,
+  refusedCallOrigin,
   singleTarget,
   summaryDetails,
   summaryFailed,

@@ -36,6 +36,8 @@ function toMessage(event: AuditEventRow): Omit<AuditEvent, "$typeName"> {
     target: event.target ?? "",
     outcome: event.outcome,
     requestId: event.requestId ?? "",
+    clientAddress: event.clientAddress ?? "",
+    userAgent: event.userAgent ?? "",
     details: event.details,
     prevHash: event.prevHash,
     hash: event.hash,

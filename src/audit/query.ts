@@ -32,6 +32,9 @@ export interface AuditEventRow {
   target: string | null;
   outcome: string;
   requestId: string | null;
+  /** Where the request that caused it came from; null when no request did. */
+  clientAddress: string | null;
+  userAgent: string | null;
   details: JsonObject;
   prevHash: string;
   hash: string;
@@ -47,6 +50,8 @@ interface EventRow {
   target: string | null;
   outcome: string;
   request_id: string | null;
+  client_address: string | null;
+  user_agent: string | null;
   details: string;
   prev_hash: string;
   hash: string;
@@ -55,7 +60,8 @@ interface EventRow {
 const selectEvents = (order: "ASC" | "DESC") => `
   -- seq is read as text (int8); ORDER BY names the column, not that text.
   SELECT seq::text AS seq, id::text AS id, occurred_at, actor_type, actor_id, action, target,
-         outcome, request_id, details::text AS details, prev_hash, hash
+         outcome, request_id, client_address, user_agent, details::text AS details, prev_hash,
+         hash
   FROM audit_events
   WHERE ($1::bigint IS NULL OR audit_events.seq ${order === "DESC" ? "<" : ">"} $1::bigint)
     AND ($2::text IS NULL OR action = $2::text)
@@ -103,6 +109,8 @@ export async function readAuditEvents(
     target: row.target,
     outcome: row.outcome,
     requestId: row.request_id,
+    clientAddress: row.client_address,
+    userAgent: row.user_agent,
     details: JSON.parse(row.details) as JsonObject,
     prevHash: row.prev_hash,
     hash: row.hash,

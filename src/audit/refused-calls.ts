@@ -1,5 +1,6 @@
 import type { Logger } from "../log.js";
 import type { RefusedCall } from "../server/interceptors.js";
+import type { RequestOrigin } from "./event.js";
 import {
   createRefusalSampler,
   type RefusalSamplerOptions,
@@ -60,6 +61,7 @@ export function auditRefusedCalls(
       target,
       outcome: "denied",
       requestId: call.requestId,
+      origin: refusedCallOrigin(call),
       details: {
         reason: call.error.reason,
         client_address: call.clientAddress,
@@ -70,6 +72,12 @@ export function auditRefusedCalls(
   };
   return Object.assign(hook, { close: () => sampler.close() });
 }
+
+/** Where a refused call came from. */
+export const refusedCallOrigin = (call: RefusedCall): RequestOrigin => ({
+  clientAddress: call.clientAddress,
+  userAgent: call.userAgent,
+});
 
 /** The target of a summary: the one target its refusals had, else null (see `targets`). */
 export function singleTarget(summary: RefusalSummary): string | null {

@@ -6,7 +6,7 @@ import type { AuditRecord } from "./event.js";
 /**
  * pg_advisory_xact_lock key held while a batch is chained and inserted: one fixed value for
  * every traitgate process, so writers sharing a PostgreSQL append to one chain in turn. The
- * database function audit_append (migration 0012) takes it; change both together.
+ * database function audit_append (migrations 0012 and 0015) takes it; change both together.
  */
 export const auditChainLockKey = 7_283_431_217n;
 
@@ -34,7 +34,7 @@ export async function appendBatch(
   const { rows } = await db.query<{ event_id: string; event_seq: string; event_hash: string }>(
     `SELECT event_id, event_seq, event_hash
      FROM audit_append($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[],
-       $6::text[], $7::text[], $8::text[], $9::jsonb[], $10::text[])`,
+       $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[])`,
     [
       records.map((r) => r.id),
       records.map((r) => r.occurredAt),
@@ -44,6 +44,8 @@ export async function appendBatch(
       records.map((r) => r.target),
       records.map((r) => r.outcome),
       records.map((r) => r.requestId),
+      records.map((r) => r.clientAddress ?? null),
+      records.map((r) => r.userAgent ?? null),
       events.map((event) => event.detailsJson),
       events.map((event) => event.canonical),
     ],
@@ -81,6 +83,8 @@ interface EventRow {
   target: string | null;
   outcome: string;
   request_id: string | null;
+  client_address: string | null;
+  user_agent: string | null;
   details: string;
   prev_hash: string;
   hash: string;
@@ -101,8 +105,8 @@ export async function readEventsAfter(
   const { rows } = await db.query<EventRow>(
     `SELECT seq::text AS seq, id::text AS id,
        to_char(occurred_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS occurred_at,
-       actor_type, actor_id, action, target, outcome, request_id, details::text AS details,
-       prev_hash, hash
+       actor_type, actor_id, action, target, outcome, request_id, client_address, user_agent,
+       details::text AS details, prev_hash, hash
      FROM audit_events WHERE audit_events.seq > $1 ORDER BY audit_events.seq LIMIT $2`,
     [after, limit],
   );
@@ -116,6 +120,8 @@ export async function readEventsAfter(
     target: row.target,
     outcome: row.outcome,
     requestId: row.request_id,
+    clientAddress: row.client_address,
+    userAgent: row.user_agent,
     details: JSON.parse(row.details) as JsonObject,
     prevHash: row.prev_hash,
     hash: row.hash,

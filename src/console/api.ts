@@ -1,3 +1,4 @@
+import type { RequestOrigin } from "../audit/event.js";
 import { invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse } from "../server/app.js";
@@ -12,6 +13,8 @@ export interface ConsoleApiDeps {
   cookieName: string;
   tls: boolean;
   log: Logger;
+  /** Where a request came from, as the server resolves it (TRUSTED_PROXIES). */
+  originOf: (req: NodeRequest) => RequestOrigin;
 }
 
 const text = (body: Record<string, unknown>, name: string): string => {
@@ -34,12 +37,12 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
   const clear = { "set-cookie": clearedCookie(deps.cookieName, deps.tls) };
 
   /** What the browser may know of its session: never a token or a key. */
-  async function describe(session: ConsoleSession, clientAddress: string) {
+  async function describe(session: ConsoleSession, origin: RequestOrigin) {
     let { features, policyVersion } = session;
     if (session.stage === "active") {
       // Asked afresh on each shell load; a revoked login fails here and ends the session.
       const secrets = await sessions.fresh(session);
-      ({ features, policyVersion } = await signIn.features(session, secrets, clientAddress));
+      ({ features, policyVersion } = await signIn.features(session, secrets, origin));
       await sessions.update(session, { features, policyVersion });
     }
     const access = consoleAccess(features, session.roles);
@@ -63,7 +66,7 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
     path: string,
     session: ConsoleSession | undefined,
   ): Promise<void> => {
-    const clientAddress = req.socket?.remoteAddress ?? "unknown";
+    const origin = deps.originOf(req);
     try {
       const body = await readJson(req, 16 * 1024);
       if (body === undefined)
@@ -76,7 +79,7 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
               password: text(body, "password"),
               totpCode: text(body, "totp_code"),
             },
-            clientAddress,
+            origin,
           );
           if (step.step === "mfa") return sendJson(res, 200, { step: "mfa" });
           if (step.step === "enrol") {
@@ -91,12 +94,12 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
         }
         case "/console/api/mfa/activate": {
           if (session === undefined) throw unauthenticated("CONSOLE_SESSION", "sign in again");
-          const { recoveryCodes } = await signIn.activateMfa(session, text(body, "code"));
+          const { recoveryCodes } = await signIn.activateMfa(session, text(body, "code"), origin);
           return sendJson(res, 200, { step: "signed_out", recovery_codes: recoveryCodes }, clear);
         }
         case "/console/api/api-key": {
           if (session === undefined) throw unauthenticated("CONSOLE_SESSION", "sign in again");
-          await signIn.apiKey(session, text(body, "api_key"), clientAddress);
+          await signIn.apiKey(session, text(body, "api_key"), origin);
           return sendJson(res, 200, { step: "ready" });
         }
         case "/console/api/session": {
@@ -104,7 +107,7 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
             return sendJson(res, 200, { stage: "signed_out" }, clear);
           }
           try {
-            return sendJson(res, 200, await describe(session, clientAddress));
+            return sendJson(res, 200, await describe(session, origin));
           } catch (err) {
             if (!endsSession(err)) throw err;
             await sessions.end(session.idHash);
@@ -116,7 +119,7 @@ export function createConsoleApi(deps: ConsoleApiDeps) {
           }
         }
         case "/console/api/sign-out": {
-          if (session !== undefined) await signIn.signOut(session, clientAddress);
+          if (session !== undefined) await signIn.signOut(session, origin);
           return sendJson(res, 200, { stage: "signed_out" }, clear);
         }
         default:

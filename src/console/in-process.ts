@@ -6,7 +6,8 @@ import type {
 } from "@connectrpc/connect/protocol";
 import { createAsyncIterable } from "@connectrpc/connect/protocol";
 import { createTransport } from "@connectrpc/connect/protocol-connect";
-import { clientAddressKey } from "../server/context.js";
+import type { RequestOrigin } from "../audit/event.js";
+import { clientAddressKey, userAgentKey } from "../server/context.js";
 
 /** Finds the server's handler for a path such as `/traitgate.identity.v1.IdentityService/Login`. */
 export type HandlerLookup = (path: string) => UniversalHandler | undefined;
@@ -16,17 +17,19 @@ export function handlerLookup(handlers: readonly UniversalHandler[]): HandlerLoo
   return (path) => byPath.get(path);
 }
 
-/** The context values a call gets on this server: the client's network address. */
-export function callContext(clientAddress: string) {
-  return createContextValues().set(clientAddressKey, clientAddress);
+/** The context values a call gets on this server: where the browser's request came from. */
+export function callContext(origin: RequestOrigin) {
+  return createContextValues()
+    .set(clientAddressKey, origin.clientAddress)
+    .set(userAgentKey, origin.userAgent);
 }
 
 /**
  * A Connect transport that calls this server's own handlers in process, as if the browser
- * at `clientAddress` had called them: every interceptor (request id, authentication, API key
+ * at `origin` had called them: every interceptor (request id, authentication, API key
  * scopes, validation, audit of refusals) runs as on the network.
  */
-export function inProcessTransport(lookup: HandlerLookup, clientAddress: string): Transport {
+export function inProcessTransport(lookup: HandlerLookup, origin: RequestOrigin): Transport {
   const httpClient: UniversalClientFn = async (req) => {
     const path = new URL(req.url).pathname;
     const handler = lookup(path);
@@ -39,7 +42,7 @@ export function inProcessTransport(lookup: HandlerLookup, clientAddress: string)
       header: req.header,
       body: req.body ?? createAsyncIterable([]),
       signal,
-      contextValues: callContext(clientAddress),
+      contextValues: callContext(origin),
     };
     const res = await handler(serverReq);
     return {

@@ -1,10 +1,12 @@
 import { Code } from "@connectrpc/connect";
 import type { UniversalHandler } from "@connectrpc/connect/protocol";
+import type { RequestOrigin } from "../audit/event.js";
 import type { AuditWriter } from "../audit/index.js";
 import { createSecretBox, type DataKeys } from "../crypto/secret-box.js";
 import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse, RequestListener } from "../server/app.js";
 import type { ApiKeyVerifier } from "../server/interceptors.js";
+import { createOriginResolver, parseTrustedProxies } from "../server/origin.js";
 import type { Database } from "../storage/index.js";
 import { createConsoleApi } from "./api.js";
 import { consoleClients } from "./clients.js";
@@ -30,6 +32,8 @@ export interface ConsoleDeps {
   idleTimeoutSeconds: number;
   /** Where the built bundle is (default dist/console of this package). */
   assetsDir?: string;
+  /** Where a request came from (default: the TCP peer, no trusted proxies). */
+  originOf?: (req: NodeRequest) => RequestOrigin;
   now?: () => number;
 }
 
@@ -43,7 +47,8 @@ export function withConsole(next: RequestListener, deps: ConsoleDeps): RequestLi
   const log = deps.log.child({ area: "console" });
   const lookup = handlerLookup(deps.handlers);
   const name = cookieName(deps.tls);
-  const refreshClients = (address: string) => consoleClients(lookup, address);
+  const originOf = deps.originOf ?? createOriginResolver(parseTrustedProxies([]).proxies);
+  const refreshClients = (origin: RequestOrigin) => consoleClients(lookup, origin);
   const sessions = createConsoleSessions({
     store: createConsoleSessionStore(deps.db),
     box: createSecretBox(deps.dataKeys),
@@ -51,7 +56,10 @@ export function withConsole(next: RequestListener, deps: ConsoleDeps): RequestLi
     idleTimeoutSeconds: deps.idleTimeoutSeconds,
     ...(deps.now ? { now: deps.now } : {}),
     refresh: async (refreshToken, address) => {
-      const res = await refreshClients(address).identity.refresh({ refreshToken });
+      // The session's address; the refresh is the console's own doing, not the browser's.
+      const res = await refreshClients({ clientAddress: address, userAgent: "" }).identity.refresh({
+        refreshToken,
+      });
       return {
         access: res.token,
         refresh: res.refreshToken,
@@ -67,7 +75,14 @@ export function withConsole(next: RequestListener, deps: ConsoleDeps): RequestLi
     log,
     ...(deps.now ? { now: deps.now } : {}),
   });
-  const api = createConsoleApi({ signIn, sessions, cookieName: name, tls: deps.tls, log });
+  const api = createConsoleApi({
+    signIn,
+    sessions,
+    cookieName: name,
+    tls: deps.tls,
+    log,
+    originOf,
+  });
   const rpc = createRpcProxy({
     lookup,
     audit: deps.audit,
@@ -75,6 +90,7 @@ export function withConsole(next: RequestListener, deps: ConsoleDeps): RequestLi
     cookieName: name,
     tls: deps.tls,
     log,
+    originOf,
   });
   const files = createStaticFiles(deps.assetsDir ?? defaultAssetsDir());
 

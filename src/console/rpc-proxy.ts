@@ -8,6 +8,7 @@ import {
   universalResponseToNodeResponse,
 } from "@connectrpc/connect-node";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import type { RequestOrigin } from "../audit/event.js";
 import type { AuditWriter } from "../audit/index.js";
 import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse } from "../server/app.js";
@@ -39,6 +40,8 @@ export interface RpcProxyDeps {
   cookieName: string;
   tls: boolean;
   log: Logger;
+  /** Where a request came from, as the server resolves it (TRUSTED_PROXIES). */
+  originOf: (req: NodeRequest) => RequestOrigin;
 }
 
 /** A Connect error answered by the console itself, in the Connect protocol's JSON form. */
@@ -85,7 +88,7 @@ export function createRpcProxy(deps: RpcProxyDeps) {
     rpc: string,
     requestId: string,
     status: number,
-    clientAddress: string,
+    origin: RequestOrigin,
   ): Promise<void> {
     const outcome =
       status === 200
@@ -103,7 +106,8 @@ export function createRpcProxy(deps: RpcProxyDeps) {
         target: rpc,
         outcome,
         requestId,
-        details: { client_address: clientAddress, http_status: status },
+        origin,
+        details: { http_status: status },
       })
       .catch((err: unknown) => log.error({ err, rpc }, "could not record a console call"));
   }
@@ -167,8 +171,8 @@ export function createRpcProxy(deps: RpcProxyDeps) {
       );
       return;
     }
-    const clientAddress = req.socket?.remoteAddress ?? "unknown";
-    const uReq = universalRequestFromNodeRequest(req, res, undefined, callContext(clientAddress));
+    const origin = deps.originOf(req);
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, callContext(origin));
     uReq.header.delete("cookie");
     uReq.header.set("authorization", `Bearer ${secrets.access}`);
     if (secrets.apiKey) uReq.header.set("x-api-key", secrets.apiKey);
@@ -179,7 +183,7 @@ export function createRpcProxy(deps: RpcProxyDeps) {
     uReq.header.set("x-request-id", requestId);
     const uRes = await handler(uReq);
     if (mayChange(handler.method)) {
-      await recordCall(session, rpc, requestId, uRes.status, clientAddress);
+      await recordCall(session, rpc, requestId, uRes.status, origin);
     }
     if (uRes.status === 401) {
       // The token or the key is no longer good (revoked, user deactivated, password changed).

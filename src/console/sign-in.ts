@@ -1,5 +1,6 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
+import type { RequestOrigin } from "../audit/event.js";
 import type { AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -11,7 +12,7 @@ import type { ConsoleSession, ConsoleSessions, SessionSecrets } from "./sessions
 
 export interface SignInDeps {
   sessions: ConsoleSessions;
-  clients: (clientAddress: string) => ConsoleClients;
+  clients: (origin: RequestOrigin) => ConsoleClients;
   apiKeys: ApiKeyVerifier;
   audit: Pick<AuditWriter, "write">;
   log: Logger;
@@ -54,13 +55,13 @@ export function createSignIn(deps: SignInDeps) {
   async function features(
     session: Pick<ConsoleSession, "roles" | "mfa">,
     secrets: SessionSecrets,
-    address: string,
+    origin: RequestOrigin,
   ) {
     let traits = sessionTraits(session.roles, session.mfa);
     // A role the trait registry does not know is left out (it grants no feature).
     for (let i = 0; i < 16; i++) {
       try {
-        const res = await clients(address).policy.listUiFeatures({ traits }, bearer(secrets));
+        const res = await clients(origin).policy.listUiFeatures({ traits }, bearer(secrets));
         return {
           features: res.features.map((f) => f.replace(/^ui_feature:/, "")),
           policyVersion: res.policyVersion,
@@ -80,7 +81,8 @@ export function createSignIn(deps: SignInDeps) {
     session: Pick<ConsoleSession, "userId">,
     action: string,
     outcome: "success" | "failure",
-    details: Record<string, unknown>,
+    origin: RequestOrigin,
+    details: Record<string, unknown> = {},
   ) {
     await deps.audit.write({
       actorType: "user",
@@ -88,6 +90,7 @@ export function createSignIn(deps: SignInDeps) {
       action,
       target: `user:${session.userId}`,
       outcome,
+      origin,
       details,
     });
   }
@@ -98,13 +101,13 @@ export function createSignIn(deps: SignInDeps) {
     /** Username and password, with the TOTP code on the second round for an MFA account. */
     async password(
       input: { username: string; password: string; totpCode: string },
-      clientAddress: string,
+      origin: RequestOrigin,
     ): Promise<SignInStep> {
       if (input.username === "")
         throw invalidArgument("INVALID_FIELD", "enter your username", { field: "username" });
       if (input.password === "")
         throw invalidArgument("INVALID_FIELD", "enter your password", { field: "password" });
-      const identity = clients(clientAddress).identity;
+      const identity = clients(origin).identity;
       // Without the code first: only an account that asks for one counts as signed in with
       // a second factor (a code sent for an account without MFA would be ignored).
       let mfa = false;
@@ -133,7 +136,12 @@ export function createSignIn(deps: SignInDeps) {
         mfa,
       };
       if (claims.scope === "mfa_enroll") {
-        const cookie = await sessions.create({ ...user, stage: "enrol", secrets, clientAddress });
+        const cookie = await sessions.create({
+          ...user,
+          stage: "enrol",
+          secrets,
+          clientAddress: origin.clientAddress,
+        });
         const enrolment = await identity.enrollMfa({}, bearer(secrets));
         return {
           step: "enrol",
@@ -142,15 +150,19 @@ export function createSignIn(deps: SignInDeps) {
           otpauthUri: enrolment.otpauthUri,
         };
       }
-      const { features: f, policyVersion } = await features(user, secrets, clientAddress);
+      const { features: f, policyVersion } = await features(user, secrets, origin);
       const access = consoleAccess(f, user.roles);
       const stage = access.kind === "console" ? "api_key" : "active";
-      const cookie = await sessions.create({ ...user, stage, secrets, clientAddress });
+      const cookie = await sessions.create({
+        ...user,
+        stage,
+        secrets,
+        clientAddress: origin.clientAddress,
+      });
       const session = await sessions.load(cookie);
       if (session) await sessions.update(session, { features: f, policyVersion });
       if (stage === "active") {
-        await audit(user, "console_sign_in", "success", {
-          client_address: clientAddress,
+        await audit(user, "console_sign_in", "success", origin, {
           mfa,
           access: access.kind,
         });
@@ -160,22 +172,23 @@ export function createSignIn(deps: SignInDeps) {
     },
 
     /** MFA enrolment's first code: MFA is on; the recovery codes are answered this once. */
-    async activateMfa(session: ConsoleSession, code: string): Promise<{ recoveryCodes: string[] }> {
+    async activateMfa(
+      session: ConsoleSession,
+      code: string,
+      origin: RequestOrigin,
+    ): Promise<{ recoveryCodes: string[] }> {
       if (session.stage !== "enrol")
         throw unauthenticated("CONSOLE_STAGE", "no MFA enrolment in progress");
       if (!/^[0-9]{6}$/.test(code))
         throw invalidArgument("INVALID_FIELD", "the code is six digits", { field: "code" });
-      const res = await clients(session.clientAddress).identity.activateMfa(
-        { code },
-        bearer(session.secrets),
-      );
+      const res = await clients(origin).identity.activateMfa({ code }, bearer(session.secrets));
       // The enrolment-only token is good for nothing else: sign in again, with a code.
       await sessions.end(session.idHash);
       return { recoveryCodes: res.recoveryCodes };
     },
 
     /** The API key to act with: checked, its scopes kept, and the session made usable. */
-    async apiKey(session: ConsoleSession, key: string, clientAddress: string): Promise<void> {
+    async apiKey(session: ConsoleSession, key: string, origin: RequestOrigin): Promise<void> {
       if (session.stage !== "api_key") throw unauthenticated("CONSOLE_STAGE", "sign in first");
       if (key.trim() === "")
         throw invalidArgument("INVALID_FIELD", "enter an API key", { field: "api_key" });
@@ -184,8 +197,7 @@ export function createSignIn(deps: SignInDeps) {
         verified = await deps.apiKeys.verify(key.trim());
       } catch (err) {
         if (err instanceof DomainError && err.kind === "unauthenticated") {
-          await audit(session, "console_sign_in", "failure", {
-            client_address: clientAddress,
+          await audit(session, "console_sign_in", "failure", origin, {
             cause: "api_key_invalid",
           });
           throw new DomainError("invalid_argument", err.reason, err.message, { field: "api_key" });
@@ -198,8 +210,7 @@ export function createSignIn(deps: SignInDeps) {
         apiKeyId: verified.id,
         apiKeyScopes: [...verified.scopes],
       });
-      await audit(session, "console_sign_in", "success", {
-        client_address: clientAddress,
+      await audit(session, "console_sign_in", "success", origin, {
         mfa: session.mfa,
         api_key_id: verified.id,
       });
@@ -207,12 +218,12 @@ export function createSignIn(deps: SignInDeps) {
     },
 
     /** Ends the session and its login session; the cookie is useless from now on. */
-    async signOut(session: ConsoleSession, clientAddress: string): Promise<void> {
+    async signOut(session: ConsoleSession, origin: RequestOrigin): Promise<void> {
       await sessions.end(session.idHash);
-      await clients(clientAddress)
+      await clients(origin)
         .identity.logout({}, bearer(session.secrets))
         .catch(() => undefined);
-      await audit(session, "console_sign_out", "success", { client_address: clientAddress });
+      await audit(session, "console_sign_out", "success", origin);
     },
   };
 }

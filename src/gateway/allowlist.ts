@@ -1,3 +1,4 @@
+import { requestFields } from "../audit/event.js";
 import type { AuditWriter } from "../audit/index.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import { createStateCache } from "../identity/state-cache.js";
@@ -100,7 +101,7 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
           action: "allowlist_put",
           target: `allowlist:${entry.caller}->${entry.target}`,
           outcome: "success",
-          requestId: meta.requestId,
+          ...requestFields(meta),
           details: { before: before?.operations ?? null, after: operations },
         });
         return put;
@@ -129,7 +130,7 @@ export function createOperatorAllowlist(deps: OperatorAllowlistDeps): OperatorAl
           action: "allowlist_delete",
           target: `allowlist:${caller}->${target}`,
           outcome: "success",
-          requestId: meta.requestId,
+          ...requestFields(meta),
           details: { before: removed.operations },
         });
       });

@@ -1,5 +1,6 @@
 import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { requestFields } from "../audit/event.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, type ErrorKind, invalidArgument, unavailable } from "../errors.js";
 import type { Logger } from "../log.js";
 import { databaseUnavailableReason } from "../storage/index.js";
@@ -36,6 +37,8 @@ export interface CallInput {
   /** The caller's deadline, if it sent one. */
   timeoutMs: number | undefined;
   requestId: string;
+  /** Where the request came from, for the operator_call event. */
+  origin?: RequestOrigin | undefined;
   signal?: AbortSignal;
 }
 
@@ -336,7 +339,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
             action: "operator_call",
             target: `plugin:${input.pluginId}`,
             outcome,
-            requestId: input.requestId,
+            ...requestFields(input),
             details: {
               caller: input.callerPlugin,
               operation: input.operation,

@@ -3,6 +3,7 @@ import {
   type AuditWriter,
   auditRefusedCalls,
   createRefusalSampler,
+  refusedCallOrigin,
   singleTarget,
   summaryDetails,
   summaryFailed,
@@ -250,6 +251,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
                 ? "error"
                 : "denied",
             requestId: call.requestId,
+            origin: refusedCallOrigin(call),
             details: {
               caller: name(req.callerPlugin, /^[a-z0-9][a-z0-9-]{0,62}$/),
               operation: name(req.operation, /^[a-z][a-z0-9_]{0,62}$/),

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from "node:crypto";
 import { auditedChanges } from "../audit/audited-change.js";
-import type { AuditWriter } from "../audit/index.js";
+import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError, unauthenticated } from "../errors.js";
 import type { StateCache } from "../identity/state-cache.js";
@@ -47,6 +47,8 @@ export const registryAuditActor = (actor: RegistryActor) => ({
 
 export interface RegistryMeta {
   requestId: string;
+  /** Where the request came from (absent outside a request). */
+  origin?: RequestOrigin | undefined;
 }
 
 /** The manifest as an admin sends it (unchecked). */

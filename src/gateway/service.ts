@@ -8,7 +8,7 @@ import {
   PluginRegistryService,
 } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
 import { invalidArgument, unauthenticated } from "../errors.js";
-import { principalKey, requestIdKey, staffPrincipal } from "../server/context.js";
+import { auditedRequestOf, principalKey, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
 import type { OperatorAllowlist } from "./allowlist.js";
 import type { AllowlistEntry } from "./allowlist-store.js";
@@ -132,7 +132,7 @@ export function createGatewayService(
         operation: req.operation,
         payload: req.payload ?? {},
         timeoutMs: ctx.timeoutMs(),
-        requestId: ctx.values.get(requestIdKey),
+        ...auditedRequestOf(ctx.values),
         signal: ctx.signal,
       });
       return { reply };
@@ -203,6 +203,6 @@ function actor(ctx: HandlerContext): RegistryActor {
   return { kind: principal.kind, id: principal.userId };
 }
 
-const meta = (ctx: HandlerContext): RegistryMeta => ({ requestId: ctx.values.get(requestIdKey) });
+const meta = (ctx: HandlerContext): RegistryMeta => auditedRequestOf(ctx.values);
 
 export { GatewayService, OperatorAllowlistService, PluginRegistryService };

@@ -1,4 +1,4 @@
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import { type DomainError, invalidArgument, unauthenticated } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { Queryable } from "../storage/index.js";
@@ -46,8 +46,11 @@ export type Caller = Pick<AuthenticatedUser, "userId" | "sessionId">;
 
 /** Where a request came from, for throttling and the audit trail. */
 export interface RequestMeta {
+  /** The client's address (src/server/origin.ts): what the throttle counts by. */
   clientAddress: string;
   requestId: string;
+  /** For the audit events the request causes; absent outside a request. */
+  origin?: RequestOrigin | undefined;
 }
 
 /** What a successful login or refresh returns. */
@@ -209,7 +212,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
 
   /** An identity event, committed before the caller gets an answer (fail closed). */
   const record = (meta: RequestMeta, event: Omit<AuditEventInput, "requestId">) =>
-    audit.write({ ...event, requestId: meta.requestId });
+    audit.write({ ...event, requestId: meta.requestId, origin: meta.origin ?? null });
 
   const refresh = createRefresh({
     sessions,
@@ -420,6 +423,7 @@ export function createIdentity(deps: IdentityDeps): Identity {
           target: `user:${user.id}`,
           outcome: "success",
           requestId: meta.requestId,
+          origin: meta.origin ?? null,
           details: { sessions_revoked: revoked },
         }),
       });

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { generateSecret, generateURI, verifySync } from "otplib";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { requestFields } from "../audit/event.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError } from "../errors.js";
 import type { Queryable, Session } from "../storage/index.js";
@@ -24,6 +25,7 @@ export interface MfaCaller {
 
 export interface MfaMeta {
   requestId: string;
+  origin?: RequestOrigin | undefined;
 }
 
 export interface Mfa {
@@ -114,7 +116,7 @@ export function createMfa(deps: MfaDeps): Mfa {
     action,
     target: `user:${caller.userId}`,
     outcome,
-    requestId: meta.requestId,
+    ...requestFields(meta),
   });
 
   /** A refused attempt, committed to the audit log before the refusal is answered. */

@@ -5,7 +5,7 @@ import {
   type ServiceAccount as ServiceAccountMessage,
 } from "../../gen/traitgate/identity/v1/service_accounts_pb.js";
 import type { ServiceModule } from "../server/app.js";
-import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { auditedRequestOf, staffPrincipal } from "../server/context.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import { noStore } from "../server/no-store.js";
 import type { ServiceAccount, ServiceAccounts } from "./service-accounts.js";
@@ -84,9 +84,7 @@ function actor(ctx: HandlerContext): AdminActor {
   return { userId: principal.userId, kind: principal.kind };
 }
 
-const meta = (ctx: HandlerContext): AdminRequestMeta => ({
-  requestId: ctx.values.get(requestIdKey),
-});
+const meta = (ctx: HandlerContext): AdminRequestMeta => auditedRequestOf(ctx.values);
 
 /** The methods that only read; the others change accounts. */
 const readMethods = new Set(["ListServiceAccounts", "GetServiceAccount"]);

@@ -174,6 +174,7 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
           action: "service_token",
           outcome: "denied",
           requestId: meta.requestId,
+          origin: meta.origin ?? null,
           details: { cause: "throttled", client_address: clientAddress },
         });
         throw tooManyAttempts(decision.retryAfterMs);
@@ -198,6 +199,7 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
           target: account ? `service_account:${account.id}` : null,
           outcome: "failure",
           requestId: meta.requestId,
+          origin: meta.origin ?? null,
           details: { cause, client_address: clientAddress },
         });
         throw invalidClient();
@@ -216,6 +218,7 @@ export function createServiceAccounts(deps: ServiceAccountsDeps): ServiceAccount
         target: `service_account:${account.id}`,
         outcome: "success",
         requestId: meta.requestId,
+        origin: meta.origin ?? null,
         details: { client_address: clientAddress, expires_in: issued.expiresIn },
       });
       return issued;

@@ -2,12 +2,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
 import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
-import {
-  clientAddressKey,
-  type Principal,
-  requestIdKey,
-  staffPrincipal,
-} from "../server/context.js";
+import { auditedRequestOf, type Principal, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 import type { ServiceAccounts } from "./service-accounts.js";
@@ -94,10 +89,8 @@ function tokensReply(issued: IssuedTokens) {
 }
 
 function meta(ctx: HandlerContext): RequestMeta {
-  return {
-    clientAddress: ctx.values.get(clientAddressKey),
-    requestId: ctx.values.get(requestIdKey),
-  };
+  const request = auditedRequestOf(ctx.values);
+  return { ...request, clientAddress: request.origin.clientAddress };
 }
 
 /**

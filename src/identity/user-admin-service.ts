@@ -3,7 +3,7 @@ import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { type User, UserAdminService } from "../../gen/traitgate/identity/v1/user_admin_pb.js";
 import type { AuditWriter } from "../audit/index.js";
 import type { ServiceModule } from "../server/app.js";
-import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { auditedRequestOf, staffPrincipal } from "../server/context.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { Queryable, Session } from "../storage/index.js";
 import type { PasswordHasher } from "./passwords.js";
@@ -84,9 +84,7 @@ function actor(ctx: HandlerContext): AdminActor {
   return { userId: principal.userId, kind: principal.kind };
 }
 
-const meta = (ctx: HandlerContext): AdminRequestMeta => ({
-  requestId: ctx.values.get(requestIdKey),
-});
+const meta = (ctx: HandlerContext): AdminRequestMeta => auditedRequestOf(ctx.values);
 
 export interface UserAdminModuleDeps {
   db: Queryable & Pick<Session, "transaction">;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { auditedChanges } from "../audit/audited-change.js";
-import type { AuditWriter } from "../audit/index.js";
+import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import type { Queryable, Session } from "../storage/index.js";
 import { checkPasswordPolicy } from "./password-policy.js";
@@ -34,6 +34,8 @@ export const auditActor = (actor: AdminActor) =>
 
 export interface AdminRequestMeta {
   requestId: string;
+  /** Where the request came from (absent on the command line). */
+  origin?: RequestOrigin | undefined;
 }
 
 export interface CreateUserInput {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import { permissionDenied } from "../errors.js";
 import { derivationsUsed } from "./derivation.js";
 import type { PolicyEngine } from "./engine.js";
@@ -13,6 +13,8 @@ export interface DecisionCaller {
   kind: "user" | "service";
   userId: string;
   roles: readonly string[];
+  /** Where the request came from, for the decision's record. */
+  origin?: RequestOrigin | undefined;
 }
 
 /** A decision as answered: the engine's, its audit id, and the derivations it used. */
@@ -112,6 +114,7 @@ export function createPolicyDecisions(deps: {
     target: request.userId ? `user:${request.userId}` : null,
     outcome: d.decision === "deny" ? "denied" : "success",
     requestId: requestId ?? null,
+    origin: caller.origin ?? null,
     details: {
       ...decisionDetails(request, d, decisionId),
       via,
@@ -156,6 +159,7 @@ export function createPolicyDecisions(deps: {
         target: null,
         outcome: decisions.some((d) => d.decision === "deny") ? "denied" : "success",
         requestId: requestId ?? null,
+        origin: caller.origin ?? null,
         details: {
           policy_version: engine.version,
           count: decisions.length,

@@ -1,4 +1,5 @@
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { requestFields } from "../audit/event.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import type { Database, Executor } from "../storage/index.js";
 import { builtinTraits } from "./builtin-traits.js";
@@ -27,6 +28,8 @@ export interface PolicyActor {
 
 export interface PolicyRequestMeta {
   requestId: string | undefined;
+  /** Where the request came from (absent outside a request). */
+  origin?: RequestOrigin | undefined;
 }
 
 export interface TraitView extends TraitDefinition {
@@ -119,7 +122,7 @@ export function createPolicyAdmin(deps: {
     action,
     target,
     outcome,
-    requestId: meta.requestId ?? null,
+    ...requestFields(meta),
     details: { ...details, ...(actor.apiKeyId ? { api_key_id: actor.apiKeyId } : {}) },
   });
 

@@ -7,7 +7,7 @@ import type {
   PolicyVersionSchema,
   TraitSchema,
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
-import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { auditedRequestOf, originOf, requestIdKey, staffPrincipal } from "../server/context.js";
 import type { DecisionAnswer, DecisionCaller, PolicyDecisions } from "./decisions.js";
 import type { PolicyActor, PolicyAdmin, TraitView, VersionView } from "./policy-admin.js";
 import type { EvaluationRequest } from "./types.js";
@@ -218,7 +218,7 @@ const versionMessage = (v: VersionView): MessageInitShape<typeof PolicyVersionSc
 /** The caller of a decision: a user or a service account (plugin credentials are refused). */
 function caller(ctx: HandlerContext): DecisionCaller {
   const p = staffPrincipal(ctx.values);
-  return { kind: p.kind, userId: p.userId, roles: p.roles };
+  return { kind: p.kind, userId: p.userId, roles: p.roles, origin: originOf(ctx.values) };
 }
 
 function actor(ctx: HandlerContext): PolicyActor {
@@ -227,4 +227,4 @@ function actor(ctx: HandlerContext): PolicyActor {
 }
 
 const requestId = (ctx: HandlerContext): string | undefined => ctx.values.get(requestIdKey);
-const meta = (ctx: HandlerContext) => ({ requestId: requestId(ctx) });
+const meta = (ctx: HandlerContext) => auditedRequestOf(ctx.values);

@@ -1,4 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
+import type { RequestOrigin } from "../audit/index.js";
 import { DomainError } from "../errors.js";
 import { type Gateway, type GatewayCaller, PluginError } from "../gateway/gateway.js";
 import { accessChangeReason, accessChangeRefused } from "../rag/access-change.js";
@@ -36,19 +37,25 @@ export interface IndexOptions {
   allowAccessChange?: boolean;
 }
 
+/** The request a backend call serves: its id and origin go on the operator_call event. */
+export interface BackendRequest {
+  requestId: string;
+  origin?: RequestOrigin | undefined;
+}
+
 export interface RagBackend {
   /** Replaces the document's chunks; the number indexed. */
-  index(doc: BackendDocument, requestId: string, options?: IndexOptions): Promise<number>;
+  index(doc: BackendDocument, request: BackendRequest, options?: IndexOptions): Promise<number>;
   query(
     input: { q: string; topK: number; userTraits: readonly string[] },
-    requestId: string,
+    request: BackendRequest,
   ): Promise<BackendHit[]>;
 }
 
 /** The built-in store (src/rag) on the core's database. */
 export function builtinBackend(rag: Rag): RagBackend {
   return {
-    async index(doc, _requestId, options) {
+    async index(doc, _request, options) {
       const { chunks } = await rag.index({
         id: "",
         title: "",
@@ -80,7 +87,7 @@ export const aiCoreCaller: GatewayCaller = { kind: "service", id: "ai-core", nam
 
 /** A plugin through the gateway (allowlist, policy and audit apply), as `ai-core`. */
 export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
-  const call = (operation: string, payload: JsonObject, requestId: string) =>
+  const call = (operation: string, payload: JsonObject, request: BackendRequest) =>
     gateway.call({
       caller: aiCoreCaller,
       callerPlugin: aiCoreCaller.name,
@@ -88,10 +95,10 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
       operation,
       payload,
       timeoutMs: undefined,
-      requestId,
+      ...request,
     });
   return {
-    async index(doc, requestId, options) {
+    async index(doc, request, options) {
       const reply = await call(
         "rag_index",
         {
@@ -105,7 +112,7 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
           chunks: doc.chunks.map((content, chunk_no) => ({ chunk_no, content })),
           ...(options?.allowAccessChange ? { allow_access_change: true } : {}),
         },
-        requestId,
+        request,
       ).catch((err: unknown) => {
         // The plugin's own check (its store holds the document with other access): the
         // core's refusal, not a plugin failure.
@@ -120,11 +127,11 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
       });
       return typeof reply.chunks === "number" ? reply.chunks : doc.chunks.length;
     },
-    async query(input, requestId) {
+    async query(input, request) {
       const reply = await call(
         "rag_query",
         { q: input.q, top_k: input.topK, user_traits: [...input.userTraits] },
-        requestId,
+        request,
       );
       if (!Array.isArray(reply.items)) throw badReply("items is not a list");
       return reply.items.map(hitOf);

@@ -1,4 +1,4 @@
-import type { AuditWriter } from "../audit/index.js";
+import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import type { DomainError } from "../errors.js";
 import { invalidArgument } from "../errors.js";
 import {
@@ -88,10 +88,12 @@ type AuditInput = Parameters<AuditWriter["write"]>[0];
 interface Caller {
   kind: "user" | "service" | "system";
   id: string;
+  origin?: RequestOrigin | undefined;
 }
 const actorOf = (caller: Caller) => ({
   actorType: caller.kind,
   actorId: caller.kind === "system" ? null : caller.id,
+  origin: caller.origin ?? null,
 });
 
 /** The `rag_ingest` event of a request refused for access changes: nothing was indexed. */

@@ -70,9 +70,9 @@ export function createSearchModule(deps: SearchModuleDeps): {
     return builtinStore;
   };
   const lazyBuiltin: RagBackend = {
-    index: async (doc, requestId, options) =>
-      (await builtinBackendOnce()).index(doc, requestId, options),
-    query: async (input, requestId) => (await builtinBackendOnce()).query(input, requestId),
+    index: async (doc, request, options) =>
+      (await builtinBackendOnce()).index(doc, request, options),
+    query: async (input, request) => (await builtinBackendOnce()).query(input, request),
   };
   const search = createSearch({
     backend: () => {

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { AuditWriter } from "../audit/index.js";
+import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
@@ -27,6 +27,8 @@ export interface SearchCaller {
   kind: "user" | "service" | "system";
   id: string;
   roles: readonly string[];
+  /** Where the request came from, for the audit events (absent outside a request). */
+  origin?: RequestOrigin | undefined;
 }
 
 export interface SearchResultItem extends Omit<BackendHit, "requiredTraits"> {
@@ -163,7 +165,10 @@ export function createSearch(deps: SearchDeps): Search {
       const allowed = new Set(visible);
       // A backend answering more than asked is cut, not trusted.
       const hits = (
-        await backend.query({ q: input.q, topK, userTraits: visible }, requestId)
+        await backend.query(
+          { q: input.q, topK, userTraits: visible },
+          { requestId, origin: caller.origin },
+        )
       ).slice(0, topK);
       const verdicts = new Map<string, ReturnType<PolicyEngine["evaluate"]> | null>();
       const verdictFor = (classification: string) => {
@@ -231,6 +236,7 @@ export function createSearch(deps: SearchDeps): Search {
       await audit.write({
         actorType: caller.kind,
         actorId: caller.kind === "system" ? null : caller.id,
+        origin: caller.origin ?? null,
         action: "search",
         target: null,
         outcome: "success",
@@ -327,7 +333,7 @@ export function createSearch(deps: SearchDeps): Search {
               classification: p.doc.classification,
               chunks: p.chunks,
             },
-            requestId,
+            { requestId, origin: caller.origin },
             { allowAccessChange },
           );
           await ingested.record(key, {
@@ -349,6 +355,7 @@ export function createSearch(deps: SearchDeps): Search {
       await audit.write({
         actorType: caller.kind,
         actorId: caller.kind === "system" ? null : caller.id,
+        origin: caller.origin ?? null,
         action: "rag_ingest",
         target: key,
         outcome: failure === undefined ? "success" : "failure",

@@ -1,6 +1,6 @@
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { SearchService } from "../../gen/traitgate/search/v1/search_pb.js";
-import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { originOf, requestIdKey, staffPrincipal } from "../server/context.js";
 import type { Search, SearchCaller } from "./search.js";
 
 /** Thin Connect handlers: parse → call the domain → map the result. */
@@ -30,7 +30,7 @@ export function createSearchService(search: Search): ServiceImpl<typeof SearchSe
 
 function caller(ctx: HandlerContext): SearchCaller {
   const p = staffPrincipal(ctx.values);
-  return { kind: p.kind, id: p.userId, roles: p.roles };
+  return { kind: p.kind, id: p.userId, roles: p.roles, origin: originOf(ctx.values) };
 }
 
 const requestId = (ctx: HandlerContext) => ctx.values.get(requestIdKey);

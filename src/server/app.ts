@@ -23,7 +23,13 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
 import { type CallEndOptions, createCallEnd } from "./call-end.js";
 import { markHandled, noteAnswered, noteOutcome, protocolOf, startCall } from "./call-record.js";
-import { type CallRecord, callRecordKey, clientAddressKey, requestIdKey } from "./context.js";
+import {
+  type CallRecord,
+  callRecordKey,
+  clientAddressKey,
+  requestIdKey,
+  userAgentKey,
+} from "./context.js";
 import { isPlainGrpc, serveGrpcUnary } from "./grpc-unary.js";
 import { type HealthChecker, registerHealth } from "./health.js";
 import {
@@ -35,6 +41,7 @@ import {
   publicMethod,
   type RefusedCall,
 } from "./interceptors.js";
+import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
 import { createRestTranscoder } from "./transcoder/index.js";
 import { UnaryMethods } from "./unary.js";
@@ -68,6 +75,8 @@ export interface AppOptions {
   maxBodyBytes: number;
   /** Told of every call once it ended, with its access line (metrics). */
   onCallEnded?: CallEndOptions["onCallEnded"];
+  /** TRUSTED_PROXIES (src/server/origin.ts); default none: the TCP peer is the client. */
+  trustedProxies?: readonly string[];
 }
 
 /** The modules' own refusal hooks, by service type name. */
@@ -164,6 +173,7 @@ export function createApp(options: AppOptions): {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
     const contextValues = createContextValues()
       .set(clientAddressKey, call.clientAddress)
+      .set(userAgentKey, call.userAgent)
       .set(requestIdKey, call.requestId)
       .set(callRecordKey, call);
     const contentType = req.headers["content-type"] ?? "";
@@ -221,8 +231,9 @@ export function createApp(options: AppOptions): {
     authenticator: options.authenticator,
     ...(options.onCallEnded ? { onCallEnded: options.onCallEnded } : {}),
   });
+  const originOf = createOriginResolver(parseTrustedProxies(options.trustedProxies ?? []).proxies);
   const listener: RequestListener = (req, res) => {
-    const call = startCall(req, res, "rest");
+    const call = startCall(req, res, "rest", originOf(req));
     void serve(req, res, call)
       .catch((err: unknown) => log.error({ err, rpc: call.rpc }, "request failed"))
       .then(() => end(call, req, res));

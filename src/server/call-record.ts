@@ -4,6 +4,7 @@ import type { ConnectError, Interceptor } from "@connectrpc/connect";
 import { type CallRecord, callRecordKey } from "./context.js";
 import { reasonOf, reasonOfCode } from "./error-boundary.js";
 import { codeOfHttpStatus } from "./http-status.js";
+import type { ResolvedOrigin } from "./origin.js";
 
 /**
  * The record of one call (`CallRecord`, a context value): started by the listener when a
@@ -21,19 +22,23 @@ export function requestIdOf(header: string | string[] | null | undefined): strin
 }
 
 /**
- * The record of a request that just arrived. Its request id goes back on every answer as
- * `x-request-id`, also on those given before any handler ran (404, 413).
+ * The record of a request that just arrived, from where it came from (src/server/origin.ts).
+ * Its request id goes back on every answer as `x-request-id`, also on those given before any
+ * handler ran (404, 413).
  */
 export function startCall(
-  req: { headers: IncomingHttpHeaders; socket?: { remoteAddress?: string | undefined } },
+  req: { headers: IncomingHttpHeaders },
   res: { setHeader(name: string, value: string): unknown },
   protocol: string,
+  origin: ResolvedOrigin,
 ): CallRecord {
   const requestId = requestIdOf(req.headers["x-request-id"]);
   res.setHeader("x-request-id", requestId);
   return {
     requestId,
-    clientAddress: req.socket?.remoteAddress ?? "unknown",
+    clientAddress: origin.clientAddress,
+    ...(origin.peerAddress === origin.clientAddress ? {} : { peerAddress: origin.peerAddress }),
+    userAgent: origin.userAgent,
     started: performance.now(),
     protocol,
     refusalReported: false,

@@ -1,5 +1,6 @@
 import { type ContextKey, createContextKey } from "@connectrpc/connect";
 import type { Logger } from "pino";
+import type { RequestOrigin } from "../audit/event.js";
 import { permissionDenied, unauthenticated } from "../errors.js";
 import { silentLogger } from "../log.js";
 
@@ -31,9 +32,29 @@ export const loggerKey = createContextKey<Logger>(silentLogger, {
   description: "request-scoped logger",
 });
 
-/** The client's network address as this server saw it (the TCP peer; no proxy headers). */
+/**
+ * The client's address: the TCP peer, or the client a trusted proxy names (src/server/origin.ts,
+ * resolved once when the request arrives). What the login throttle counts by.
+ */
 export const clientAddressKey = createContextKey<string>("unknown", {
   description: "client address",
+});
+
+/** The request's User-Agent as recorded (src/server/origin.ts); "" when it sent none. */
+export const userAgentKey = createContextKey<string>("", { description: "user agent" });
+
+/** Where the request came from, for the audit events it causes. */
+export const originOf = (values: { get<T>(key: ContextKey<T>): T }): RequestOrigin => ({
+  clientAddress: values.get(clientAddressKey),
+  userAgent: values.get(userAgentKey),
+});
+
+/** The request's id and origin: what a handler hands the domain for its audit events. */
+export const auditedRequestOf = (values: {
+  get<T>(key: ContextKey<T>): T;
+}): { requestId: string; origin: RequestOrigin } => ({
+  requestId: values.get(requestIdKey),
+  origin: originOf(values),
 });
 
 export const principalKey = createContextKey<Principal | undefined>(undefined, {
@@ -46,7 +67,12 @@ export const principalKey = createContextKey<Principal | undefined>(undefined, {
  */
 export interface CallRecord {
   readonly requestId: string;
+  /** The client's address (src/server/origin.ts). */
   readonly clientAddress: string;
+  /** The TCP peer, when a trusted proxy named another client. */
+  readonly peerAddress?: string;
+  /** The User-Agent as recorded; never logged. */
+  readonly userAgent: string;
   /** performance.now() when the request arrived. */
   readonly started: number;
   /** "grpc", "grpc-web", "connect", "rest" or "http" (probes). */

@@ -9,6 +9,7 @@ import {
   type Principal,
   principalKey,
   requestIdKey,
+  userAgentKey,
 } from "./context.js";
 import { toConnectError } from "./error-boundary.js";
 
@@ -156,7 +157,9 @@ export interface RefusedCall {
   /** The rule the call failed. */
   rule: Extract<AuthRule, { public: false }>;
   requestId: string;
+  /** The client's address and User-Agent (src/server/origin.ts). */
   clientAddress: string;
+  userAgent: string;
   /** The caller when the token was valid (refused for a role or a key). */
   caller?: AuthenticatedCaller;
   apiKeyId?: string;
@@ -236,6 +239,7 @@ export function createAuthInterceptor(options: AuthInterceptorOptions): Intercep
           rule,
           requestId: req.contextValues.get(requestIdKey),
           clientAddress: req.contextValues.get(clientAddressKey),
+          userAgent: req.contextValues.get(userAgentKey),
           ...(caller ? { caller } : {}),
           ...(apiKey ? { apiKeyId: apiKey.id } : {}),
           message: req.stream ? undefined : req.message,

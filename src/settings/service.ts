@@ -6,7 +6,7 @@ import type {
   SettingsService,
 } from "../../gen/traitgate/settings/v1/settings_pb.js";
 import { DomainError, invalidArgument } from "../errors.js";
-import { requestIdKey, staffPrincipal } from "../server/context.js";
+import { auditedRequestOf, staffPrincipal } from "../server/context.js";
 import { maskSecret } from "./mask.js";
 import type { SettingDefinition, SettingValue } from "./registry.js";
 import type { Settings, SettingsActor, SettingsRequestMeta, SettingsView } from "./settings.js";
@@ -139,6 +139,4 @@ function actor(ctx: HandlerContext): SettingsActor {
   };
 }
 
-const meta = (ctx: HandlerContext): SettingsRequestMeta => ({
-  requestId: ctx.values.get(requestIdKey),
-});
+const meta = (ctx: HandlerContext): SettingsRequestMeta => auditedRequestOf(ctx.values);

@@ -1,4 +1,5 @@
-import type { AuditEventInput, AuditWriter } from "../audit/index.js";
+import { requestFields } from "../audit/event.js";
+import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
 import { type SecretBox, SecretBoxError } from "../crypto/secret-box.js";
 import { DomainError, invalidArgument } from "../errors.js";
 import type { Logger } from "../log.js";
@@ -44,6 +45,8 @@ export interface SettingsActor {
 
 export interface SettingsRequestMeta {
   requestId: string;
+  /** Where the request came from (absent outside a request). */
+  origin?: RequestOrigin | undefined;
 }
 
 /** Settings as clients see them: secrets masked. */
@@ -336,7 +339,7 @@ function auditEvent(
     action: "settings_update",
     target: "settings",
     outcome,
-    requestId: meta.requestId,
+    ...requestFields(meta),
     details: { api_key_id: actor.apiKeyId ?? null, ...details },
   };
 }

@@ -59,6 +59,55 @@ describe("canonical encoding", () => {
     );
   });
 
+  it("is version 2 with the request's origin, and version 1 without one", () => {
+    const withOrigin = { ...record, clientAddress: "203.0.113.7", userAgent: 'ua "quoted"' };
+    expect(canonicalEvent(withOrigin)).toBe(
+      '{"action":"settings_update","actor_id":"u-1","actor_type":"user",' +
+        '"client_address":"203.0.113.7",' +
+        '"details":{"after":{"log_level":"debug"},"before":{"log_level":"info"},' +
+        '"changed":["log_level"]},"id":"0b0c7c55-5c0a-4f39-9d0e-6b8f1d8f3c11",' +
+        '"occurred_at":"2025-03-01T12:34:56.789Z","outcome":"success","request_id":"req-1",' +
+        '"target":"settings","user_agent":"ua \\"quoted\\"","v":2}',
+    );
+    expect(canonicalEvent(withOrigin)).toBe(
+      canonicalJson({
+        v: 2,
+        id: record.id,
+        occurred_at: record.occurredAt,
+        actor_type: record.actorType,
+        actor_id: record.actorId,
+        action: record.action,
+        target: record.target,
+        outcome: record.outcome,
+        request_id: record.requestId,
+        client_address: "203.0.113.7",
+        user_agent: 'ua "quoted"',
+        details: record.details,
+      }),
+    );
+    // No origin (no request caused it): exactly the encoding events always had.
+    const without = { ...record, clientAddress: null, userAgent: null };
+    expect(canonicalEvent(without)).toBe(canonicalEvent(record));
+    expect(canonicalEvent(without)).toContain('"v":1}');
+    // An origin with an empty User-Agent is still an origin.
+    expect(canonicalEvent({ ...without, clientAddress: "::1", userAgent: "" })).toContain(
+      '"user_agent":"","v":2}',
+    );
+    const input = {
+      actorType: "user" as const,
+      action: "login",
+      outcome: "success" as const,
+      origin: { clientAddress: "10.0.0.1\u0000", userAgent: "x".repeat(2000) },
+    };
+    const stored = toRecord(input, "id", 0);
+    expect(stored.clientAddress).toBe("10.0.0.1\uFFFD");
+    expect(stored.userAgent?.length).toBeLessThan(1100);
+    expect(toRecord({ ...input, origin: null }, "id", 0)).toMatchObject({
+      clientAddress: null,
+      userAgent: null,
+    });
+  });
+
   it("is canonicalJson of the event's fields, whatever their values", () => {
     for (const r of [
       record,

@@ -206,15 +206,20 @@ describe.runIf(browserAvailable())("admin console: sign-in and access", () => {
       const events = await server.core.db.query<{
         action: string;
         outcome: string;
-        details: { client_address?: string };
+        client_address: string | null;
+        user_agent: string | null;
       }>(
-        "SELECT action, outcome, details FROM audit_events WHERE action LIKE 'console_%' ORDER BY seq",
+        "SELECT action, outcome, client_address, user_agent FROM audit_events WHERE action LIKE 'console_%' ORDER BY seq",
       );
       expect(events.rows.map((e) => `${e.action}:${e.outcome}`)).toEqual([
         "console_sign_in:success",
         "console_sign_out:success",
       ]);
-      for (const e of events.rows) expect(e.details.client_address).toBe("127.0.0.1");
+      // The browser's address and user agent, as on every event a request causes.
+      for (const e of events.rows) {
+        expect(e.client_address).toBe("127.0.0.1");
+        expect(e.user_agent).toMatch(/Chrome/);
+      }
     });
   });
 

@@ -154,6 +154,8 @@ describe.each(databaseTargets())("audit query on $name", (target) => {
       "target",
       "outcome",
       "request_id",
+      "client_address",
+      "user_agent",
       "details",
       "prev_hash",
       "hash",

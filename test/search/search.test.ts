@@ -122,14 +122,16 @@ describe("the plugin backend", () => {
       details: [{ reason: "DOCUMENT_ACCESS_CHANGE" }],
     });
     const backend = pluginBackend(failingWith(refusal) as never, "rag");
-    await expect(backend.index({ ...doc, chunks: ["x"] }, "r1")).rejects.toMatchObject({
+    await expect(
+      backend.index({ ...doc, chunks: ["x"] }, { requestId: "r1" }),
+    ).rejects.toMatchObject({
       kind: "already_exists",
       reason: "DOCUMENT_ACCESS_CHANGE",
       metadata: { doc_id: "doc-1", plugin: "rag" },
     });
     expect(sent[0]?.allow_access_change).toBeUndefined();
     await backend
-      .index({ ...doc, chunks: ["x"] }, "r2", { allowAccessChange: true })
+      .index({ ...doc, chunks: ["x"] }, { requestId: "r2" }, { allowAccessChange: true })
       .catch(() => {});
     expect(sent[1]?.allow_access_change).toBe(true);
     // Any other plugin error stays the plugin's.
@@ -137,8 +139,10 @@ describe("the plugin backend", () => {
       failingWith(new PluginError(409, { code: "aborted" })) as never,
       "rag",
     );
-    await expect(other.index({ ...doc, chunks: ["x"] }, "r3")).rejects.toMatchObject({
-      reason: "PLUGIN_ERROR",
-    });
+    await expect(other.index({ ...doc, chunks: ["x"] }, { requestId: "r3" })).rejects.toMatchObject(
+      {
+        reason: "PLUGIN_ERROR",
+      },
+    );
   });
 });

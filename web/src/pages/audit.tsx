@@ -158,7 +158,10 @@ export function AuditPage(_: PageProps) {
                   </td>
                   <td>{e.target}</td>
                   <td class={`outcome-${e.outcome}`}>{e.outcome}</td>
-                  <td>{String((e.details as JsonObject | undefined)?.client_address ?? "")}</td>
+                  <td title={e.userAgent}>
+                    {e.clientAddress ||
+                      String((e.details as JsonObject | undefined)?.client_address ?? "")}
+                  </td>
                 </tr>
               ))}
             </tbody>

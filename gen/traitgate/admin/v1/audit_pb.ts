@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/admin/v1/audit.proto.
  */
 export const file_traitgate_admin_v1_audit: GenFile = /*@__PURE__*/
-  fileDesc("Ch50cmFpdGdhdGUvYWRtaW4vdjEvYXVkaXQucHJvdG8SEnRyYWl0Z2F0ZS5hZG1pbi52MSKSAgoKQXVkaXRFdmVudBILCgNzZXEYASABKAMSEAoIZXZlbnRfaWQYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmFjdG9yX3R5cGUYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEg4KBnRhcmdldBgHIAEoCRIPCgdvdXRjb21lGAggASgJEhIKCnJlcXVlc3RfaWQYCSABKAkSKAoHZGV0YWlscxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcHJldl9oYXNoGAsgASgJEgwKBGhhc2gYDCABKAkitAIKFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSHQoJcGFnZV9zaXplGAEgASgFQgq6SAcaBRjoBygAEhwKCnBhZ2VfdG9rZW4YAiABKAlCCLpIBXIDGIAIEjQKBmFjdGlvbhgDIAEoCUIkukgh2AEBchwyGl5bYS16XVthLXowLTlfLjotXXswLDEyN30kEhoKCGFjdG9yX2lkGAQgASgJQgi6SAVyAxiAAhIbCgphY3Rvcl90eXBlGAUgASgJQge6SARyAhggEhgKB291dGNvbWUYBiABKAlCB7pIBHICGCASKQoFc2luY2UYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEikKBXVudGlsGAggASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIuCgZldmVudHMYASADKAsyHi50cmFpdGdhdGUuYWRtaW4udjEuQXVkaXRFdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkymAEKDEF1ZGl0U2VydmljZRKHAQoPTGlzdEF1ZGl0RXZlbnRzEioudHJhaXRnYXRlLmFkbWluLnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKy50cmFpdGdhdGUuYWRtaW4udjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2UiG5ACAYLT5JMCEhIQL2FwaS9hZG1pbi9hdWRpdGIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch50cmFpdGdhdGUvYWRtaW4vdjEvYXVkaXQucHJvdG8SEnRyYWl0Z2F0ZS5hZG1pbi52MSK+AgoKQXVkaXRFdmVudBILCgNzZXEYASABKAMSEAoIZXZlbnRfaWQYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmFjdG9yX3R5cGUYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEg4KBnRhcmdldBgHIAEoCRIPCgdvdXRjb21lGAggASgJEhIKCnJlcXVlc3RfaWQYCSABKAkSKAoHZGV0YWlscxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcHJldl9oYXNoGAsgASgJEgwKBGhhc2gYDCABKAkSFgoOY2xpZW50X2FkZHJlc3MYDSABKAkSEgoKdXNlcl9hZ2VudBgOIAEoCSK0AgoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIdCglwYWdlX3NpemUYASABKAVCCrpIBxoFGOgHKAASHAoKcGFnZV90b2tlbhgCIAEoCUIIukgFcgMYgAgSNAoGYWN0aW9uGAMgASgJQiS6SCHYAQFyHDIaXlthLXpdW2EtejAtOV8uOi1dezAsMTI3fSQSGgoIYWN0b3JfaWQYBCABKAlCCLpIBXIDGIACEhsKCmFjdG9yX3R5cGUYBSABKAlCB7pIBHICGCASGAoHb3V0Y29tZRgGIAEoCUIHukgEcgIYIBIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEi4KBmV2ZW50cxgBIAMoCzIeLnRyYWl0Z2F0ZS5hZG1pbi52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKYAQoMQXVkaXRTZXJ2aWNlEocBCg9MaXN0QXVkaXRFdmVudHMSKi50cmFpdGdhdGUuYWRtaW4udjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBorLnRyYWl0Z2F0ZS5hZG1pbi52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIbkAIBgtPkkwISEhAvYXBpL2FkbWluL2F1ZGl0YgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One event of the audit log, as stored.
@@ -91,6 +91,22 @@ export type AuditEvent = Message<"traitgate.admin.v1.AuditEvent"> & {
    * @generated from field: string hash = 12;
    */
   hash: string;
+
+  /**
+   * Where the request that caused the event came from: the client's address
+   * (the TCP peer, or the client a trusted proxy names in X-Forwarded-For)
+   * and its User-Agent (at most 256 characters, control characters removed).
+   * Both empty for events no request caused (the command line, demo mode,
+   * checkpoints) and for events written before they were recorded.
+   *
+   * @generated from field: string client_address = 13;
+   */
+  clientAddress: string;
+
+  /**
+   * @generated from field: string user_agent = 14;
+   */
+  userAgent: string;
 };
 
 /**
