@@ -3,8 +3,9 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    // Builds the console's bundle (dist/console) once: its tests serve it to a real browser.
-    globalSetup: ["test/support/build-console.ts"],
+    // Builds the console's bundle (dist/console) once: its tests serve it to a real browser;
+    // and compiles src/ for the suites that run `traitgate` as its own process.
+    globalSetup: ["test/support/build-console.ts", "test/support/build-cli.ts"],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // PGlite instances and real servers are heavy; two cores on CI.
