@@ -233,5 +233,5 @@ describe("traitgate service-accounts create", () => {
     const bad = await runCli(["service-accounts", "create", "--name", "Not Valid"], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--name");
-  });
+  }, 180_000);
 });
