@@ -40,8 +40,19 @@ export const commands: readonly CommandSpec[] = [
     synopsis: "",
     summary: "Run the core services (configuration from the environment).",
     details:
-      "Needs JWT_SECRET (or JWT_ALGORITHM with JWT_PRIVATE_KEY) and DATA_ENCRYPTION_KEY; every\n" +
-      "setting is listed in docs/configuration.md. A bad or missing setting: exit 2, naming it.",
+      "Needs JWT_SECRET (or JWT_ALGORITHM with JWT_PRIVATE_KEY) and DATA_ENCRYPTION_KEY. A bad or\n" +
+      "missing setting: exit 2, naming every problem at once.\n\n" +
+      "Configuration (environment; README.md, Configuration): PORT, HOST, DATA_DIR, DB_CONNECTION,\n" +
+      "LOG_LEVEL, JWT_SECRET, JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER,\n" +
+      "JWT_AUDIENCE, TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, SERVICE_TOKEN_TTL_SECONDS,\n" +
+      "MFA_REQUIRED, SESSION_MAX_LIFETIME_SECONDS, TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY,\n" +
+      "DATA_ENCRYPTION_KEY_PREVIOUS, MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS,\n" +
+      "GATEWAY_MAX_TIMEOUT_MS, AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS,\n" +
+      "AUDIT_CHECKPOINT_PUBLIC_KEYS, AUDIT_CHECKPOINT_INTERVAL_SECONDS, TRUSTED_PROXIES,\n" +
+      "DB_STATEMENT_TIMEOUT_MS, DB_ACQUIRE_TIMEOUT_MS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,\n" +
+      "HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS, CONSOLE_IDLE_TIMEOUT_SECONDS, METRICS_PORT,\n" +
+      "METRICS_HOST, METRICS_PUBLIC, METRICS_TOKEN, LOG_FILE, LOG_FILE_MAX_SIZE, LOG_FILE_FREQUENCY,\n" +
+      "LOG_FILE_KEEP.",
     takesArgs: false,
   },
   {
@@ -181,7 +192,7 @@ export function generalHelp(): string {
     "  -v, --version  Print the version.",
     "",
     "Exit codes: 0 success, 1 failure, 2 usage or configuration error.",
-    "Configuration comes from the environment: docs/configuration.md, docs/operations.md.",
+    "Configuration comes from the environment: README.md (Configuration), docs/operations.md.",
   ].join("\n");
 }
 
