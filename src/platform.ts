@@ -16,6 +16,7 @@ import type { HostResolver } from "./gateway/host-policy.js";
 import { createGatewayModule, type GatewayArea } from "./gateway/module.js";
 import type { PluginRegistry } from "./gateway/plugins.js";
 import { createIdentityModule, type IdentityArea } from "./identity/module.js";
+import type { PasswordCost } from "./identity/passwords.js";
 import type { ServiceAccounts } from "./identity/service-accounts.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
@@ -67,6 +68,8 @@ export interface StartCoreOptions {
   clock?: Clock;
   db?: Database;
   throttlePolicy?: ThrottlePolicy;
+  /** New password hashes' cost: tests pass a cheaper one; never from configuration. */
+  passwordCost?: PasswordCost;
   /** The environment config came from (default process.env): settings show it as a source. */
   env?: NodeJS.ProcessEnv;
   /** Settings: version poll behind LISTEN/NOTIFY (default 5 s). */
@@ -136,6 +139,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
+      ...(options.passwordCost ? { passwordCost: options.passwordCost } : {}),
       // Plugin ids and service account names are both gateway callers: each side asks the other.
       callerNameTaken: (name) => gatewayArea?.registry.exists(name) ?? Promise.resolve(false),
       serviceAccountDeleted: async (tx, name) => gatewayArea?.removeAllowlistEntries(tx, name),

@@ -2,6 +2,7 @@ import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
+import { buildTemplates } from "./pglite-templates.js";
 
 /**
  * Vitest global setup: compiles src/ and gen/ to JavaScript once (esbuild, file by file, the
@@ -9,7 +10,8 @@ import { build } from "esbuild";
  * process run plain JavaScript: loading the sources through tsx cost every such process
  * about two seconds of CPU, and the suites start some fifty of them. The output sits inside
  * the package, so the code finds package.json, its migrations and the console's bundle by
- * walking up from itself as it does from src/ and dist/src/.
+ * walking up from itself as it does from src/ and dist/src/. And makes the PGlite dumps the
+ * test databases start from (test/support/pglite-templates.ts).
  */
 export const testBuildDir = fileURLToPath(new URL("../../dist/test-build", import.meta.url));
 
@@ -33,4 +35,5 @@ export default async function setup(): Promise<void> {
     sourcemap: "inline",
     logLevel: "warning",
   });
+  await buildTemplates();
 }
