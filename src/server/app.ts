@@ -41,6 +41,7 @@ import {
   publicMethod,
   type RefusedCall,
 } from "./interceptors.js";
+import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
 import { createRestTranscoder } from "./transcoder/index.js";
@@ -105,7 +106,7 @@ function refusalRecorder(
  * Builds the request listener that serves every protocol on one port:
  * gRPC, gRPC-Web and Connect on `/<package.Service>/<Method>` paths, REST on
  * the paths of the `google.api.http` annotations (same handlers, same
- * interceptors), plus `/healthz` and `/readyz`.
+ * interceptors), plus `/healthz`, `/readyz` and `/openapi.json`.
  */
 export function createApp(options: AppOptions): {
   listener: RequestListener;
@@ -168,6 +169,8 @@ export function createApp(options: AppOptions): {
     log,
   });
 
+  const openApi = createOpenApiEndpoint();
+
   /** Serves one request; resolves once it is answered (or its client is gone). */
   const serve = (req: NodeRequest, res: NodeResponse, call: CallRecord): Promise<void> => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
@@ -212,6 +215,13 @@ export function createApp(options: AppOptions): {
       call.protocol = protocolOf(contentType);
       noteOutcome(call, Code.Unimplemented);
       unimplemented(path, contentType, res);
+      return Promise.resolve();
+    }
+    if (path === openApiPath) {
+      call.protocol = "http";
+      call.route = `${req.method} ${path}`;
+      const status = openApi(req, res);
+      noteOutcome(call, status === 405 ? Code.Unimplemented : 0);
       return Promise.resolve();
     }
     if (path === "/healthz" || path === "/readyz") {
