@@ -177,6 +177,7 @@ export function operationOf(
     summary: `${method.name} (${service.typeName}/${method.name})`,
     description,
     tags: [service.name],
+    "x-grpc-method": `${service.typeName}/${method.name}`,
   };
   const parameters = [...pathParameters(binding, schemas), ...queryParameters(binding, schemas)];
   if (parameters.length > 0) operation.parameters = parameters;

@@ -44,7 +44,7 @@ import {
 import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
-import { createRestTranscoder } from "./transcoder/index.js";
+import { createRestTranscoder, listRestRoutes } from "./transcoder/index.js";
 import { UnaryMethods } from "./unary.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -62,6 +62,12 @@ export interface ServiceModule {
    * told of calls refused before their method ran for other reasons (RefusedCall.stage).
    */
   onRefused?: (call: RefusedCall) => Promise<void>;
+}
+
+/** The REST routes an app answers and the auth rule of each method, by "<package.Service>/<Method>". */
+export interface ServedApi {
+  routes: ReturnType<typeof listRestRoutes>;
+  authRules: ReadonlyMap<string, AuthRule>;
 }
 
 export interface AppOptions {
@@ -111,6 +117,8 @@ function refusalRecorder(
 export function createApp(options: AppOptions): {
   listener: RequestListener;
   handlers: readonly UniversalHandler[];
+  /** What this app serves and how: the REST route table and each method's rule (tests, docs). */
+  api: ServedApi;
 } {
   const { modules, log } = options;
   const authRules = new Map<string, AuthRule>();
@@ -248,7 +256,7 @@ export function createApp(options: AppOptions): {
       .catch((err: unknown) => log.error({ err, rpc: call.rpc }, "request failed"))
       .then(() => end(call, req, res));
   };
-  return { listener, handlers };
+  return { listener, handlers, api: { routes: listRestRoutes(unary), authRules } };
 }
 
 /** A gRPC or gRPC-Web call to a method this server does not have: trailers-only UNIMPLEMENTED. */
