@@ -88,6 +88,12 @@ function queryParameters(binding: Binding, schemas: SchemaSet): JsonObject[] {
   return params;
 }
 
+/** The segment pattern a multi-segment variable binds, quoted for a description. */
+function patternOf(template: string, name: string): string {
+  const match = new RegExp(`\\{${name.replaceAll(".", "\\.")}=([^}]*)\\}`).exec(template);
+  return `\`${match?.[1] ?? "*"}\``;
+}
+
 function pathParameters(binding: Binding, schemas: SchemaSet): JsonObject[] {
   return binding.template.variables.map((v) => {
     const name = v.fieldPath.join(".");
@@ -99,8 +105,7 @@ function pathParameters(binding: Binding, schemas: SchemaSet): JsonObject[] {
       schema: field ? schemas.fieldSchema(field, "input") : { type: "string" },
     };
     if (v.multiSegment) {
-      param.description = "Spans several path segments; slashes are kept.";
-      param.allowReserved = true;
+      param.description = `Matches ${patternOf(binding.template.source, name)}: several path segments, slashes kept.`;
     }
     return param;
   });
