@@ -4,6 +4,7 @@ import type { AuthRule } from "../server/interceptors.js";
 import { textConverter } from "../server/transcoder/fields.js";
 import { type PathTemplate, parsePathTemplate } from "../server/transcoder/path-template.js";
 import { methodAndPath } from "../server/transcoder/routes.js";
+import { isRequired } from "./constraints.js";
 import type { SchemaSet } from "./schema.js";
 
 /** One HTTP binding of one method, as the document describes it. */
@@ -118,7 +119,8 @@ function requestBody(binding: Binding, schemas: SchemaSet): JsonObject | undefin
   const field = body === "*" ? undefined : fieldByName(input, body);
   const schema = field ? schemas.fieldSchema(field, "input") : schemas.messageRef(input, "input");
   return {
-    required: false,
+    // A body field that protovalidate requires (RegisterPlugin's manifest) must be sent.
+    required: field !== undefined && isRequired(field),
     description:
       "Proto JSON. Field names as shown (proto names) or their lowerCamel JSON names; " +
       "unknown fields are refused (400 UNKNOWN_FIELD).",

@@ -7,6 +7,7 @@ import {
   ScalarType,
 } from "@bufbuild/protobuf";
 import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { isRequired, withRules } from "./constraints.js";
 
 /**
  * JSON Schemas (draft 2020-12, as OpenAPI 3.1 uses them) of protobuf messages in the
@@ -16,7 +17,8 @@ import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
  *
  * Two views of each message: what the server answers ("output": every field with implicit
  * presence is always there, so it is required; nothing else is allowed) and what it reads
- * ("input": nothing required; the lowerCamel JSON names are accepted too).
+ * ("input": the protovalidate rules, `required` among them; the lowerCamel JSON names are
+ * accepted too).
  */
 export type Direction = "input" | "output";
 
@@ -129,7 +131,9 @@ export class SchemaSet {
 
   /** The schema of one field's value (for a body or response_body field too). */
   fieldSchema(field: DescField, direction: Direction): JsonObject {
-    const schema = this.valueSchema(field, direction);
+    const value = this.valueSchema(field, direction);
+    // Requests also say the protovalidate rules the server enforces on them.
+    const schema = direction === "input" ? withRules(field, value) : value;
     const description = this.describe(field);
     if (description === undefined) return schema;
     // Siblings of $ref are allowed in OpenAPI 3.1 (JSON Schema 2020-12).
@@ -196,7 +200,9 @@ export class SchemaSet {
     const required: JsonValue[] = [];
     for (const field of message.fields) {
       properties[field.name] = this.fieldSchema(field, direction);
-      if (direction === "output" && alwaysAnswered(field)) required.push(field.name);
+      if (direction === "output" ? alwaysAnswered(field) : isRequired(field)) {
+        required.push(field.name);
+      }
     }
     const schema: JsonObject = { type: "object", properties };
     const description = this.describe(message);

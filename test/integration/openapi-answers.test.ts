@@ -1,8 +1,9 @@
 import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
-  createResponseValidator,
+  createValidators,
   openApiProblems,
+  type RequestProblems,
   type ResponseProblems,
 } from "../support/openapi.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -17,6 +18,7 @@ const document = JSON.parse(
   readFileSync(new URL("../../gen/openapi.json", import.meta.url), "utf8"),
 ) as object;
 let validate: ResponseProblems;
+let validateRequest: RequestProblems;
 
 const password = "openapi-answers-password";
 let server: TestServer;
@@ -24,7 +26,7 @@ let token = "";
 let settingsKey = "";
 
 beforeAll(async () => {
-  validate = await createResponseValidator(document);
+  ({ response: validate, request: validateRequest } = await createValidators(document));
   server = await startTestServer();
   await server.createUser("oa-admin", password, ["admin"]);
   settingsKey = await server.createApiKey(["settings:read"]);
@@ -42,8 +44,12 @@ interface Answer {
 async function call(
   method: string,
   path: string,
-  options: { body?: unknown; token?: string; key?: string } = {},
+  options: { body?: unknown; token?: string; key?: string; malformed?: boolean } = {},
 ): Promise<Answer> {
+  // What the tests send well-formed the document allows (its request schemas are not too strict).
+  if (!options.malformed) {
+    expect(validateRequest(method, path, options.body), `${method} ${path}`).toEqual([]);
+  }
   const res = await fetch(`${server.url}${path}`, {
     method,
     headers: {
@@ -111,6 +117,7 @@ describe("real answers conform to gen/openapi.json", () => {
   it("errors: 400 with ErrorInfo naming the field, 401, 403", async () => {
     const unknownField = await call("POST", "/auth/login", {
       body: { username: "oa-admin", password, colour: "blue" },
+      malformed: true,
     });
     expect(unknownField.status).toBe(400);
     expect(unknownField.body).toMatchObject({
@@ -127,7 +134,12 @@ describe("real answers conform to gen/openapi.json", () => {
     // A rule of the proto (protovalidate) broken: ErrorInfo first, then the violations.
     const tooLong = await call("POST", "/auth/login", {
       body: { username: "x".repeat(129), password },
+      malformed: true,
     });
+    // The document says so too: the proto's rule (max_len 128) is in the request schema.
+    expect(
+      validateRequest("POST", "/auth/login", { username: "x".repeat(129), password }),
+    ).not.toEqual([]);
     expect(tooLong.status).toBe(400);
     expect(problems("IdentityService_Login", tooLong)).toEqual([]);
     const wrong = await call("POST", "/auth/login", {

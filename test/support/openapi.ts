@@ -18,11 +18,19 @@ function withOpenApiFormats(ajv: Ajv2020): Ajv2020 {
 /** The complaints about an answer to an operation; empty when it conforms. */
 export type ResponseProblems = (operationId: string, status: number, body: unknown) => string[];
 
+/** The complaints about a request (its path, query and JSON body); empty when it conforms. */
+export type RequestProblems = (method: string, pathAndQuery: string, body?: unknown) => string[];
+
+const messages = (errors: { instancePath: string; message?: string }[] | null | undefined) =>
+  (errors ?? []).map((e) => `${e.instancePath} ${e.message ?? ""}`.trim());
+
 /**
  * A response validator for an OpenAPI 3.1 document: openapi-backend's, on Ajv's JSON Schema
  * 2020-12 dialect (the one OpenAPI 3.1 uses: prefixItems, const, $ref with siblings).
  */
-export async function createResponseValidator(document: object): Promise<ResponseProblems> {
+export async function createValidators(
+  document: object,
+): Promise<{ response: ResponseProblems; request: RequestProblems }> {
   const api = new OpenAPIBackend({
     definition: structuredClone(document) as Document,
     // Its own check of the document is OpenAPI 3.0's (it refuses `$ref` siblings, `const`,
@@ -33,12 +41,26 @@ export async function createResponseValidator(document: object): Promise<Respons
       withOpenApiFormats(new Ajv2020({ ...options, strict: false, allErrors: true })),
   });
   await api.init();
-  return (operationId, status, body) => {
-    const result = api.validateResponse(body, operationId, status);
-    return (result.errors ?? []).map((e: { instancePath: string; message?: string }) =>
-      `${e.instancePath} ${e.message ?? ""}`.trim(),
-    );
+  return {
+    response: (operationId, status, body) =>
+      messages(api.validateResponse(body, operationId, status).errors),
+    request: (method, pathAndQuery, body) => {
+      const [path = "", query = ""] = pathAndQuery.split("?", 2);
+      const request = {
+        method,
+        path,
+        query,
+        headers: { "content-type": "application/json" },
+        ...(body === undefined ? {} : { body }),
+      };
+      return messages(api.validateRequest(request).errors);
+    },
   };
+}
+
+/** The response validator of createValidators. */
+export async function createResponseValidator(document: object): Promise<ResponseProblems> {
+  return (await createValidators(document)).response;
 }
 
 /** What makes a document invalid OpenAPI 3.1 (the official schema, with Ajv); empty if valid. */

@@ -4,6 +4,9 @@ import { createRegistry, type JsonObject } from "@bufbuild/protobuf";
 import { createConnectRouter } from "@connectrpc/connect";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { file_google_rpc_error_details } from "../../gen/google/rpc/error_details_pb.js";
+import { AuditService } from "../../gen/traitgate/admin/v1/audit_pb.js";
+import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
+import { PolicyService } from "../../gen/traitgate/policy/v1/policy_pb.js";
 import { TranscodingTestService } from "../../gen/traitgate/testing/v1/transcoding_pb.js";
 import { buildOpenApi } from "../../src/openapi/document.js";
 import { requireAuth } from "../../src/server/interceptors.js";
@@ -136,6 +139,41 @@ describe("the generated document", () => {
       additionalProperties: { type: "string" },
     });
     expect(search.properties.max_pages).toMatchObject({ type: "integer", format: "int32" });
+  });
+});
+
+describe("request schemas carry the protovalidate rules the server enforces", () => {
+  const core = buildOpenApi({
+    services: [IdentityService, PolicyService, AuditService],
+    authRules: new Map(),
+    comments: { of: () => undefined },
+    version: "test",
+  });
+  const schemas = (core.components as { schemas: Record<string, JsonObject> }).schemas;
+  const props = (name: string) =>
+    (schemas[name] as { properties: Record<string, JsonObject> }).properties;
+
+  it("lengths, patterns, list sizes and required fields; answers stay unconstrained", () => {
+    expect(props("traitgate.identity.v1.LoginRequest").username).toMatchObject({
+      minLength: 1,
+      maxLength: 128,
+    });
+    expect(props("traitgate.policy.v1.EvaluateRequest").context).toMatchObject({
+      pattern: "^[A-Z][A-Z0-9_]{0,63}$",
+    });
+    expect(props("traitgate.policy.v1.EvaluateRequest").traits).toMatchObject({ maxItems: 256 });
+    expect(schemas["traitgate.policy.v1.SanitizeRequest"]?.required).toEqual(["document"]);
+    expect(props("traitgate.identity.v1.LoginResponse").token).toEqual({
+      type: "string",
+    });
+  });
+
+  it("rules ignored on the zero value let the zero value through", () => {
+    const paths = core.paths as Record<string, Record<string, Operation>>;
+    const action = paths["/api/admin/audit"]?.get?.parameters?.find((p) => p.name === "action");
+    expect(action?.schema).toMatchObject({
+      anyOf: [{ const: "" }, { pattern: "^[a-z][a-z0-9_.:-]{0,127}$" }],
+    });
   });
 });
 
