@@ -57,7 +57,7 @@ export const identityAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, 
     { public: false, roles: [], allowMfaEnrollment: true },
   ],
   // Validate reports on the token it is given instead of requiring one.
-  [`${IdentityService.typeName}/Validate`, publicMethod],
+  [`${IdentityService.typeName}/Validate`, { public: true, readsBearer: true }],
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
 ]);
 

@@ -141,6 +141,10 @@ const errorResponse = { $ref: "#/components/responses/Error" };
 function securityOf(rule: AuthRule | undefined): { security: JsonObject[]; who: string } {
   // Methods without a rule require authentication (fail closed), as the server does.
   const r = rule ?? { public: false, roles: [] };
+  if (r.public && r.readsBearer) {
+    // Optional: no credentials, or a bearer token the method reads.
+    return { security: [{}, { bearerAuth: [] }], who: "The bearer token is optional." };
+  }
   if (r.public) return { security: [], who: "No credentials needed." };
   const requirement: JsonObject = { bearerAuth: [...r.roles] };
   let who =

@@ -46,7 +46,7 @@ function documentOperations(doc: Document): Map<string, Operation> {
 /** The security requirement the document should state for a rule (public: none). */
 function expectedSecurity(rule: AuthRule | undefined): Record<string, string[]>[] {
   const r = rule ?? { public: false, roles: [] };
-  if (r.public) return [];
+  if (r.public) return r.readsBearer ? [{}, { bearerAuth: [] }] : [];
   return [
     {
       bearerAuth: [...r.roles],
@@ -109,6 +109,7 @@ describe("gen/openapi.json and the transcoder's route table", () => {
     // Spot checks of what the rules say (docs/api.md).
     const ops = documentOperations(committed);
     expect(ops.get("POST /auth/login")?.security).toEqual([]);
+    expect(ops.get("GET /auth/validate")?.security).toEqual([{}, { bearerAuth: [] }]);
     expect(ops.get("POST /api/policy/evaluate")?.security).toEqual([{ bearerAuth: [] }]);
     expect(ops.get("GET /api/admin/settings")?.security).toEqual([
       { bearerAuth: ["admin", "auditor"], apiKeyAuth: ["settings:read"] },
