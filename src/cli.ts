@@ -203,6 +203,7 @@ async function demo(): Promise<void> {
     `Admin console: ${url}/console/ (sign in as admin; the policy asks administrators for a`,
     "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
     `Metrics (Prometheus): ${core.metricsAt.url} (${core.metricsAt.access}; docs/operations.md)`,
+    `OpenAPI 3.1 of the REST API: ${url}/openapi.json (docs/api.md#openapi)`,
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),

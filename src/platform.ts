@@ -26,7 +26,7 @@ import { collectCoreMetrics, createMetrics, exposeMetrics, type Metrics } from "
 import { createPolicyModule, type PolicyArea } from "./policy/module.js";
 import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
-import { createApp } from "./server/app.js";
+import { createApp, type ServedApi } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
 import { createOriginResolver, parseTrustedProxies } from "./server/origin.js";
 import type { LiveSettings } from "./settings/live.js";
@@ -58,6 +58,8 @@ export interface Core {
   /** This core's metrics (on its own registry) and where they are served (docs/operations.md). */
   metrics: Metrics;
   metricsAt: { url: string; access: string };
+  /** The REST routes this core serves and each method's auth rule (checked against gen/openapi.json). */
+  api: ServedApi;
   close(): Promise<void>;
 }
 
@@ -180,7 +182,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       settings: settingsArea.live,
     });
     const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });
-    const { listener, handlers } = createApp({
+    const { listener, handlers, api } = createApp({
       modules: [
         identityModule,
         serviceAccountAdmin,
@@ -255,6 +257,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         url: server.url,
         address: server.address,
         console: `${server.url}/console/`,
+        openapi: `${server.url}/openapi.json`,
         tls: config.tls !== undefined,
         db: db.kind,
         metrics: metricsUrl,
@@ -284,6 +287,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: policyArea,
       metrics,
       metricsAt: { url: metricsUrl, access: metricsEndpoint.access },
+      api,
       async close() {
         await server.close();
         await metricsEndpoint.close();

@@ -44,7 +44,8 @@ function toMessage(event: AuditEventRow): Omit<AuditEvent, "$typeName"> {
   };
 }
 
-const rules = new Map<string, AuthRule>([
+/** How AuditService's method is protected (also read by the OpenAPI generator). */
+export const auditQueryAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   [
     `${AuditService.typeName}/ListAuditEvents`,
     requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: ["audit:read"] }),
@@ -60,7 +61,7 @@ export function createAuditQueryModule(deps: { db: Queryable }): ServiceModule {
   return {
     services: [AuditService],
     register: (router) => router.service(AuditService, service),
-    authRules: rules,
+    authRules: auditQueryAuthRules,
   };
 }
 

@@ -85,7 +85,8 @@ export interface GatewayArea {
 
 const admin = (scope: string) => requireAuth({ roles: ["admin"], apiKeyScopes: [scope] });
 
-const rules = new Map<string, AuthRule>([
+/** How each method of the gateway's services is protected (also read by the OpenAPI generator). */
+export const gatewayAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   ...PluginRegistryService.methods.map(
     (m) =>
       [
@@ -217,7 +218,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
             .service(PluginRegistryService, createPluginRegistryService(registry))
             .service(OperatorAllowlistService, createOperatorAllowlistService(allowlist))
             .service(GatewayService, gatewayService),
-        authRules: rules,
+        authRules: gatewayAuthRules,
         // A gateway call refused before the gateway ran (by authentication, validation, or
         // the transport: a body too large or malformed) is an operator_call like any other:
         // one event per call.

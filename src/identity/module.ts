@@ -45,7 +45,8 @@ export interface IdentityModuleDeps {
   serviceAccountDeleted?: (tx: Queryable, name: string) => Promise<(() => void) | undefined>;
 }
 
-const rules = new Map<string, AuthRule>([
+/** How each method of IdentityService is protected (also read by the OpenAPI generator). */
+export const identityAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/Login`, publicMethod],
   // The refresh token is the credential.
   [`${IdentityService.typeName}/Refresh`, publicMethod],
@@ -58,7 +59,7 @@ const rules = new Map<string, AuthRule>([
     { public: false, roles: [], allowMfaEnrollment: true },
   ],
   // Validate reports on the token it is given instead of requiring one.
-  [`${IdentityService.typeName}/Validate`, publicMethod],
+  [`${IdentityService.typeName}/Validate`, { public: true, readsBearer: true }],
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
 ]);
 
@@ -170,7 +171,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     module: {
       services: [IdentityService],
       register: (router) => router.service(IdentityService, service),
-      authRules: rules,
+      authRules: identityAuthRules,
     },
   };
 }

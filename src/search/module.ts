@@ -39,6 +39,13 @@ const unusable = (why: string, cause: unknown): RagBackend => {
   return { index: fail, query: fail };
 };
 
+/** How each method of SearchService is protected (also read by the OpenAPI generator). */
+export const searchAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
+  [`${SearchService.typeName}/Search`, requireAuth()],
+  // The capability (capability:ingest) is checked by the domain, through the trait registry.
+  [`${SearchService.typeName}/Ingest`, requireAuth()],
+]);
+
 /** Wires search and ingestion: any signed-in caller searches; ingestion checks its capability. */
 export function createSearchModule(deps: SearchModuleDeps): {
   module: ServiceModule;
@@ -95,17 +102,12 @@ export function createSearchModule(deps: SearchModuleDeps): {
     log,
     topKDefault: () => Number(deps.settings.current().values["rag.top_k_default"] ?? 5) || 5,
   });
-  const rules = new Map<string, AuthRule>([
-    [`${SearchService.typeName}/Search`, requireAuth()],
-    // The capability (capability:ingest) is checked by the domain, through the trait registry.
-    [`${SearchService.typeName}/Ingest`, requireAuth()],
-  ]);
   return {
     search,
     module: {
       services: [SearchService],
       register: (router) => router.service(SearchService, createSearchService(search)),
-      authRules: rules,
+      authRules: searchAuthRules,
     },
   };
 }
