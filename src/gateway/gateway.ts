@@ -221,7 +221,11 @@ export function createGateway(deps: GatewayDeps): Gateway {
       throw refuse("not_found", "PLUGIN_NOT_FOUND", "no enabled plugin has this id", "plugin_id");
     }
     event.plugin = plugin.manifest.id;
-    const path = plugin.manifest.endpoints[input.operation];
+    // Only the manifest's own operations: "constructor" or "__proto__" are valid operation
+    // names that every object answers for.
+    const path = Object.hasOwn(plugin.manifest.endpoints, input.operation)
+      ? plugin.manifest.endpoints[input.operation]
+      : undefined;
     if (path === undefined) {
       throw refuse(
         "not_found",
@@ -230,9 +234,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
         "operation",
       );
     }
-    // A registered operation's name (never one the object's prototype answers for).
-    if (Object.hasOwn(plugin.manifest.endpoints, input.operation))
-      event.operation = input.operation;
+    event.operation = input.operation;
     const allowed = await allowlist
       .operationsFor(input.callerPlugin, input.pluginId)
       .catch((err: unknown) => {

@@ -186,6 +186,16 @@ describe("gateway decisions", () => {
     expect(h.forwarded).toEqual([]);
   });
 
+  it("knows a plugin's operations by its manifest alone, not by names every object answers to", async () => {
+    // Valid operation names that an object's prototype has: even allowlisted, they are no
+    // operation of the plugin, and nothing is sent.
+    const h = harness({ operationsFor: async () => new Set(["constructor", "__proto__"]) });
+    for (const operation of ["constructor", "__proto__"]) {
+      expect(await reasonOf(h.gateway.call(input({ operation })))).toBe("OPERATION_NOT_FOUND");
+    }
+    expect(h.forwarded).toEqual([]);
+  });
+
   it("maps plugin failures: a reply that is not a JSON object is a bad reply", async () => {
     const array = harness({
       reply: { kind: "reply", status: 200, body: Buffer.from("[1]"), contentType: "" },
