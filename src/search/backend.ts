@@ -164,8 +164,12 @@ export function pluginBackend(
   };
 }
 
-/** A count in a plugin's JSON reply: a number, or a decimal string (int64 in proto JSON). */
+/**
+ * A count in a plugin's JSON reply: a number, or a decimal string (int64 in proto JSON);
+ * absent is 0 (proto JSON leaves zero values out).
+ */
 function count(value: unknown): number {
+  if (value === undefined) return 0;
   const n = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
   if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
     throw badReply("documents and chunks must be counts");

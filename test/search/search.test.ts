@@ -137,8 +137,11 @@ describe("the plugin backend", () => {
     expect(await reporting.stats({ requestId: "r2" })).toEqual({ documents: 12, chunks: 40 });
     expect(asked).toEqual(["rag/rag_stats"]);
     expect(calls).toEqual([{ operation: "rag_stats", pluginId: "rag" }]);
+    // Proto JSON leaves zero counts out.
+    reply = {};
+    expect(await reporting.stats({ requestId: "r3" })).toEqual({ documents: 0, chunks: 0 });
     reply = { documents: "many", chunks: 1 };
-    await expect(reporting.stats({ requestId: "r3" })).rejects.toMatchObject({
+    await expect(reporting.stats({ requestId: "r4" })).rejects.toMatchObject({
       reason: "PLUGIN_BAD_REPLY",
     });
   });
