@@ -1,11 +1,6 @@
 import type { Queryable } from "../storage/index.js";
 import { eventHash } from "./canonical.js";
-import {
-  type Checkpoint,
-  checkpointAction,
-  checkSignature,
-  parseCheckpoint,
-} from "./checkpoint.js";
+import { type Checkpoint, checkSignature, parseCheckpoint } from "./checkpoint.js";
 import type { CheckpointProblemReason } from "./checkpoint-check.js";
 import type { CheckpointPublicKey } from "./checkpoint-keys.js";
 import { readEventsAfter, readHead } from "./store.js";
@@ -97,10 +92,10 @@ async function newestCheckpoint(
   db: Queryable,
   trusted: readonly CheckpointPublicKey[],
 ): Promise<CheckpointState | undefined> {
+  // The action as a literal, not a parameter: the partial index of migration 0016 serves it.
   const { rows } = await db.query<{ seq: string }>(
-    `SELECT seq::text AS seq FROM audit_events WHERE action = $1
+    `SELECT seq::text AS seq FROM audit_events WHERE action = 'audit_checkpoint'
      ORDER BY audit_events.seq DESC LIMIT 1`,
-    [checkpointAction],
   );
   const seq = rows[0]?.seq;
   if (seq === undefined) return undefined;
