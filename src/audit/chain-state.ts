@@ -65,7 +65,7 @@ export async function auditChainState(
         start,
         startSeq,
         checked: report.count,
-        unchecked: report.limited ? await countAfter(db, report.head?.seq ?? startSeq) : 0,
+        unchecked: report.limited ? seqsAfter(head?.seq, report.head?.seq ?? startSeq) : 0,
       }
     : {
         state: "broken",
@@ -151,10 +151,13 @@ async function newestCheckpoint(
   return { eventSeq: seq, checkpoint, status: "valid", message: "" };
 }
 
-async function countAfter(db: Queryable, seq: string): Promise<number> {
-  const { rows } = await db.query<{ n: string }>(
-    "SELECT count(*)::text AS n FROM audit_events WHERE audit_events.seq > $1",
-    [seq],
-  );
-  return Number(rows[0]?.n ?? 0);
+/**
+ * Events after `last` up to the head, from their seq numbers: O(1) where a count(*) would read
+ * them all. Seq numbers left unused by a rolled-back write count too, so this is at most a few
+ * more than the events there are.
+ */
+function seqsAfter(head: string | undefined, last: string): number {
+  if (head === undefined) return 0;
+  const n = BigInt(head) - BigInt(last);
+  return n > 0n ? Number(n) : 0;
 }

@@ -356,7 +356,9 @@ export type AuditChainVerification = Message<"traitgate.admin.v1.AuditChainVerif
   checked: bigint;
 
   /**
-   * Events after the last checked one that were not checked.
+   * Events after the last checked one, up to the head, that were not
+   * checked; taken from seq numbers (a seq left unused by a rolled-back write
+   * counts too), so that answering costs no count of the log.
    *
    * @generated from field: int64 unchecked = 5;
    */
