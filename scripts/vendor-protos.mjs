@@ -16,6 +16,9 @@ const copies = [
   ["google-proto-files", "google/api/annotations.proto", "google/api/annotations.proto"],
   ["google-proto-files", "google/api/http.proto", "google/api/http.proto"],
   ["google-proto-files", "google/rpc/error_details.proto", "google/rpc/error_details.proto"],
+  // Not imported by proto/: clients in other languages decode the google.rpc.Status of
+  // the grpc-status-details-bin trailer with it (docs/clients.md).
+  ["google-proto-files", "google/rpc/status.proto", "google/rpc/status.proto"],
   [
     "@grpc/reflection",
     "build/proto/grpc/reflection/v1/reflection.proto",

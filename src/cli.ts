@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { parseArgs } from "node:util";
@@ -20,9 +20,17 @@ import {
   runAuditExport,
   runAuditVerifyCommand,
 } from "./audit/index.js";
-import { type Config, ConfigError, embeddedDatabaseDir, loadConfig } from "./config.js";
+import { exitCodes, parseCommandLine, usageMessage } from "./cli-usage.js";
+import {
+  type CommandConfig,
+  type Config,
+  ConfigError,
+  embeddedDatabaseDir,
+  loadCommandConfig,
+  loadConfig,
+} from "./config.js";
 import { runKeysRotateCommand } from "./crypto/rotate-command.js";
-import { generateDataKey } from "./crypto/secret-box.js";
+import { type DemoKeyName, ensureDemoDataKey, useDemoKeys } from "./demo/keys.js";
 import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
@@ -39,66 +47,14 @@ import { runIngestCommand } from "./search/ingest-command.js";
 import { installLastResortGuard } from "./server/last-resort.js";
 import { type Database, DataDirLockedError, migrate, openDatabase } from "./storage/index.js";
 
-const usage = `Usage: traitgate <command> [options]
-
-Commands:
-  serve                      Run the core services (configuration from the environment).
-  demo                       Run everything on the embedded database with generated secrets
-                             and an admin user whose password is printed once.
-  users create --username NAME [--email EMAIL] [--role ROLE ...] [--url URL]
-                             Create a user. The password is read from the environment
-                             variable TRAITGATE_PASSWORD or, if unset, from standard input.
-  service-accounts create --name NAME [--description TEXT] [--role ROLE ...] [--url URL]
-                             Create a service account (client credentials for POST
-                             /auth/token); prints its client secret once.
-  audit verify [--expect-head SEQ:HASH] [--expect-checkpoint JSON]
-                             Check the audit log's hash chain and signed checkpoints, and that
-                             it still holds heads kept elsewhere; exit 1 naming the first broken
-                             event or the cut. (With the embedded database, stop the server first.)
-  audit export [--since T] [--until T] [--action A] [--actor-id ID] [--actor-type T] [--outcome O]
-                             Write the matching audit events as JSON lines to stdout, oldest
-                             first. (With the embedded database, stop the server first.)
-  apikeys create --name NAME --scope S [--scope S ...] [--expires-in-days N] [--url URL]
-                             Create an API key (the first one comes from here); prints the
-                             key once on stdout. Scopes: docs/api-keys.md.
-
-  policy test CASES.json [--policy POLICY.json] [--traits TRAITS.json]
-                             Run a table of request -> expected decision against a policy
-                             file (default: the shipped policy), with per-rule coverage;
-                             exit 1 on a failing case or an invalid policy (docs/policy.md).
-  keys rotate                Re-encrypt every value sealed with an older data key under
-                             DATA_ENCRYPTION_KEY; exit 1 naming rows that do not open.
-  ingest DIR [--required-traits T,T] [--classification C] [--url URL] [--source NAME]
-             [--allow-access-change]
-                             Send the .md/.txt/.html files under DIR to a running core
-                             (TRAITGATE_URL, TRAITGATE_TOKEN) for search, with progress;
-                             paths as NAME/... (default: DIR's name). Changing the traits
-                             or classification of documents already ingested needs
-                             --allow-access-change.
-  rag-plugin                 Run the RAG plugin as its own process (PORT, default 8080;
-                             CORE_SECRET, EMBEDDING_DIM, EMBEDDINGS_*: docs/rag.md).
-  help                       Show this text.
-
-With the embedded database, one process at a time opens DATA_DIR: a command refuses to run
-while another process (the server) holds it, naming its pid. users, service-accounts and
-apikeys create then take --url URL: through that server's admin API, as the administrator
-whose access token is in TRAITGATE_TOKEN (apikeys: and an API key in TRAITGATE_API_KEY).
-
-Configuration (environment): PORT, HOST, DATA_DIR, DB_CONNECTION, LOG_LEVEL, JWT_SECRET,
-JWT_SECRET_PREVIOUS, JWT_ALGORITHM, JWT_PRIVATE_KEY, JWT_ISSUER, JWT_AUDIENCE,
-TOKEN_TTL_SECONDS, REFRESH_TOKEN_TTL_SECONDS, SERVICE_TOKEN_TTL_SECONDS, MFA_REQUIRED,
-SESSION_MAX_LIFETIME_SECONDS,
-TLS_CERT_FILE, TLS_KEY_FILE, DATA_ENCRYPTION_KEY, DATA_ENCRYPTION_KEY_PREVIOUS,
-MAX_BODY_BYTES, PLUGIN_ALLOWED_HOSTS, GATEWAY_TIMEOUT_MS, GATEWAY_MAX_TIMEOUT_MS,
-AUDIT_CHECKPOINT_KEY, AUDIT_CHECKPOINT_KEY_PREVIOUS, AUDIT_CHECKPOINT_PUBLIC_KEYS,
-AUDIT_CHECKPOINT_INTERVAL_SECONDS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,
-HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS, CONSOLE_IDLE_TIMEOUT_SECONDS, METRICS_PORT,
-METRICS_HOST, METRICS_PUBLIC, METRICS_TOKEN, LOG_FILE, LOG_FILE_MAX_SIZE, LOG_FILE_FREQUENCY,
-LOG_FILE_KEEP. See README.md and docs/operations.md.`;
-
-function fail(message: string, code = 2): never {
+function fail(message: string, code: number = exitCodes.usage): never {
   process.stderr.write(`traitgate: ${message}\n`);
   process.exit(code);
+}
+
+/** A usage error found by a command's own option parsing: exit 2, pointing at its help. */
+function usageFail(command: string, problem: unknown): never {
+  fail(usageMessage(command, problem instanceof Error ? problem.message : String(problem)));
 }
 
 /** A `--url` command's work; a RemoteError ends the process with its message and exit code. */
@@ -120,7 +76,30 @@ function configOrExit(demo: boolean): { config: Config; generated: string[] } {
   try {
     return loadConfig(process.env, { demo });
   } catch (err) {
-    if (err instanceof ConfigError) fail(`refusing to start:\n${err.message}`);
+    if (err instanceof ConfigError) {
+      fail(
+        `refusing to start:\n${err.message}\nSee 'traitgate ${demo ? "demo" : "serve"} --help'.`,
+      );
+    }
+    throw err;
+  }
+}
+
+/**
+ * A one-shot command's configuration: only what it uses is required (src/config.ts,
+ * loadCommandConfig); keys it needs that the demo keeps in DATA_DIR are taken from there.
+ */
+function commandConfigOrExit(command: string, demoKeys: readonly DemoKeyName[]): CommandConfig {
+  for (const note of useDemoKeys(process.env, demoKeys))
+    process.stderr.write(`traitgate: ${note}\n`);
+  try {
+    return loadCommandConfig(process.env, {
+      usesDataKeys: demoKeys.includes("DATA_ENCRYPTION_KEY"),
+    });
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      fail(`${command}: ${err.message}\nSee 'traitgate ${command} --help'.`);
+    }
     throw err;
   }
 }
@@ -167,22 +146,8 @@ async function serve(): Promise<void> {
   }, log);
 }
 
-/**
- * Demo mode keeps a generated data encryption key in DATA_DIR (mode 0600), so
- * secrets sealed in one run open in the next; the embedded database persists too.
- */
-function ensureDemoDataKey(): string | undefined {
-  if (process.env.DATA_ENCRYPTION_KEY) return undefined;
-  const dataDir = process.env.DATA_DIR?.trim() || "./data";
-  const file = join(dataDir, "demo-encryption.key");
-  mkdirSync(dataDir, { recursive: true });
-  if (!existsSync(file)) writeFileSync(file, `${generateDataKey()}\n`, { mode: 0o600 });
-  process.env.DATA_ENCRYPTION_KEY = readFileSync(file, "utf8").trim();
-  return `DATA_ENCRYPTION_KEY was not set: the demo key in ${file} is used (generated on first run)`;
-}
-
 async function demo(): Promise<void> {
-  const keyNote = ensureDemoDataKey();
+  const keyNote = ensureDemoDataKey(process.env);
   const checkpointKeyNote = ensureDemoCheckpointKey(process.env);
   const { config, generated } = configOrExit(true);
   if (keyNote) generated.push(keyNote);
@@ -238,6 +203,7 @@ async function demo(): Promise<void> {
     `Admin console: ${url}/console/ (sign in as admin; the policy asks administrators for a`,
     "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
     `Metrics (Prometheus): ${core.metricsAt.url} (${core.metricsAt.access}; docs/operations.md)`,
+    `OpenAPI 3.1 of the REST API: ${url}/openapi.json (docs/api.md#openapi)`,
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),
@@ -290,17 +256,32 @@ async function readPassword(): Promise<string | undefined> {
 
 const noPassword = "no password: set TRAITGATE_PASSWORD or pass it on standard input";
 
+/** How a one-shot command opens the database (withDatabase). */
+interface CommandOptions {
+  /** Its name, for messages: "users create". */
+  command: string;
+  /** Keys it uses that the demo keeps in DATA_DIR; DATA_ENCRYPTION_KEY here makes it required. */
+  demoKeys?: readonly DemoKeyName[];
+  /** What else the operator can do when DATA_DIR is held by another process. */
+  hint?: string;
+}
+
+interface CommandContext {
+  config: CommandConfig;
+  log: Logger;
+  db: Database;
+}
+
 /**
  * What a one-shot command works with: the configuration, a logger on stderr, and the
  * migrated database, closed when `fn` is done. The embedded database is locked first
- * (src/storage/dir-lock.ts): while another process holds it, nothing is done; `hint` says
- * what else the operator can do.
+ * (src/storage/dir-lock.ts): while another process holds it, nothing is done.
  */
 async function withDatabase<T>(
-  fn: (ctx: { config: Config; log: Logger; db: Database }) => Promise<T>,
-  hint?: string,
+  options: CommandOptions,
+  fn: (ctx: CommandContext) => Promise<T>,
 ): Promise<T> {
-  const { config } = configOrExit(false);
+  const config = commandConfigOrExit(options.command, options.demoKeys ?? []);
   const log = createLogger({ level: "warn", destination: process.stderr });
   let db: Database;
   try {
@@ -310,7 +291,9 @@ async function withDatabase<T>(
       log,
     });
   } catch (err) {
-    if (err instanceof DataDirLockedError && hint) throw new Error(`${err.message}. ${hint}`);
+    if (err instanceof DataDirLockedError && options.hint) {
+      throw new Error(`${err.message}. ${options.hint}`);
+    }
     throw err;
   }
   try {
@@ -323,43 +306,67 @@ async function withDatabase<T>(
 
 /** withDatabase plus an audit writer, flushed before the database closes. */
 function withAudit<T>(
-  fn: (ctx: { config: Config; log: Logger; db: Database; audit: AuditWriter }) => Promise<T>,
-  hint?: string,
+  options: CommandOptions,
+  fn: (ctx: CommandContext & { audit: AuditWriter }) => Promise<T>,
 ): Promise<T> {
-  return withDatabase(async (ctx) => {
+  return withDatabase(options, async (ctx) => {
     const audit = createAuditWriter({ db: ctx.db, log: ctx.log });
     try {
       return await fn({ ...ctx, audit });
     } finally {
       await audit.close();
     }
-  }, hint);
+  });
 }
 
-/** The identity area as the command line uses it (no server). */
-const identityFor = ({ config, log, db, audit }: Parameters<Parameters<typeof withAudit>[0]>[0]) =>
+/** The data keys of a command that declared DATA_ENCRYPTION_KEY (loadCommandConfig required it). */
+function dataKeysOf(config: CommandConfig) {
+  if (config.dataKeys === undefined) throw new Error("DATA_ENCRYPTION_KEY is not configured");
+  return config.dataKeys;
+}
+
+/**
+ * The identity area as the command line uses it (no server). The command line issues no
+ * token: without JWT_* configured, its token service gets a key of its own that signs nothing.
+ */
+const identityFor = ({ config, log, db, audit }: CommandContext & { audit: AuditWriter }) =>
   createIdentityModule({
     db,
-    jwt: config.jwt,
+    jwt:
+      config.jwt.secret || config.jwt.privateKeyPem
+        ? config.jwt
+        : { ...config.jwt, algorithm: "HS256", secret: randomBytes(48).toString("base64url") },
     log,
     audit,
-    dataKeys: config.dataKeys,
+    dataKeys: dataKeysOf(config),
     mfaRequired: config.mfaRequired,
   });
 
+/** A command's own option parsing: what it throws (unknown or malformed option) is a usage error. */
+function usageChecked<T>(command: string, parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    usageFail(command, err);
+  }
+}
+
 async function usersCreate(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      username: { type: "string" },
-      email: { type: "string", default: "" },
-      role: { type: "string", multiple: true, default: [] },
-      url: { type: "string" },
-    },
-    strict: true,
-  });
+  const command = "users create";
+  const { values } = usageChecked(command, () =>
+    parseArgs({
+      args,
+      options: {
+        username: { type: "string" },
+        email: { type: "string", default: "" },
+        role: { type: "string", multiple: true, default: [] },
+        url: { type: "string" },
+      },
+      strict: true,
+    }),
+  );
   const username = values.username;
-  if (!username) fail("users create needs --username");
+  if (!username) usageFail(command, "--username is required");
   const input = { username, email: values.email, roles: values.role };
   if (values.url !== undefined) {
     const target = await remotely(() =>
@@ -370,42 +377,49 @@ async function usersCreate(args: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(user)}\n`);
     return;
   }
-  configOrExit(false);
   // The password is asked for once the database is this process's (nothing asked in vain).
-  const created = await withAudit(async (ctx) => {
-    const password = await readPassword();
-    if (password === undefined) return false;
-    const { identity } = await identityFor(ctx);
-    const user = await identity.createUser(
-      { ...input, password },
-      { requestId: `cli-${randomBytes(8).toString("hex")}` },
-    );
-    process.stdout.write(
-      `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
-    );
-    return true;
-  }, urlHint("users:write"));
+  const created = await withAudit(
+    { command, demoKeys: ["DATA_ENCRYPTION_KEY"], hint: urlHint("users:write") },
+    async (ctx) => {
+      const password = await readPassword();
+      if (password === undefined) return false;
+      const { identity } = await identityFor(ctx);
+      const user = await identity.createUser(
+        { ...input, password },
+        { requestId: `cli-${randomBytes(8).toString("hex")}` },
+      );
+      process.stdout.write(
+        `${JSON.stringify({ id: user.id, username: user.username, roles: user.roles })}\n`,
+      );
+      return true;
+    },
+  );
   if (!created) fail(noPassword);
 }
 
 async function serviceAccountsCreate(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      name: { type: "string" },
-      description: { type: "string", default: "" },
-      role: { type: "string", multiple: true, default: [] },
-      url: { type: "string" },
-    },
-    strict: true,
-  });
+  const command = "service-accounts create";
+  const { values } = usageChecked(command, () =>
+    parseArgs({
+      args,
+      options: {
+        name: { type: "string" },
+        description: { type: "string", default: "" },
+        role: { type: "string", multiple: true, default: [] },
+        url: { type: "string" },
+      },
+      strict: true,
+    }),
+  );
   const name = values.name;
-  if (!name) fail("service-accounts create needs --name");
+  if (!name) usageFail(command, "--name is required");
   if (!/^[a-z0-9][a-z0-9-]{1,62}$/.test(name)) {
-    fail("--name must be 2–63 lower-case letters, digits or hyphens");
+    usageFail(command, "--name must be 2–63 lower-case letters, digits or hyphens");
   }
   for (const role of values.role) {
-    if (!/^[a-z][a-z0-9_-]{0,63}$/.test(role)) fail(`--role "${role}" is not a valid role name`);
+    if (!/^[a-z][a-z0-9_-]{0,63}$/.test(role)) {
+      usageFail(command, `--role "${role}" is not a valid role name`);
+    }
   }
   const input = { name, description: values.description, roles: values.role };
   const shownOnce = "The client secret is shown once; store it in the service's secrets.\n";
@@ -418,29 +432,28 @@ async function serviceAccountsCreate(args: string[]): Promise<void> {
     process.stdout.write(`${JSON.stringify(created)}\n`);
     return;
   }
-  await withAudit(async (ctx) => {
-    const { serviceAccounts } = await identityFor(ctx);
-    const { account, clientSecret } = await serviceAccounts.create(
-      { userId: "", kind: "system" },
-      { requestId: `cli-${randomBytes(8).toString("hex")}` },
-      input,
-    );
-    process.stderr.write(shownOnce);
-    process.stdout.write(
-      `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
-    );
-  }, urlHint("service_accounts:write"));
+  await withAudit(
+    { command, demoKeys: ["DATA_ENCRYPTION_KEY"], hint: urlHint("service_accounts:write") },
+    async (ctx) => {
+      const { serviceAccounts } = await identityFor(ctx);
+      const { account, clientSecret } = await serviceAccounts.create(
+        { userId: "", kind: "system" },
+        { requestId: `cli-${randomBytes(8).toString("hex")}` },
+        input,
+      );
+      process.stderr.write(shownOnce);
+      process.stdout.write(
+        `${JSON.stringify({ id: account.id, name: account.name, roles: account.roles, client_secret: clientSecret })}\n`,
+      );
+    },
+  );
 }
 
 async function auditVerify(args: string[]): Promise<void> {
-  let parsed: ReturnType<typeof parseAuditVerifyArgs>;
-  try {
-    parsed = parseAuditVerifyArgs(args);
-  } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
-  }
+  const command = "audit verify";
+  const parsed = usageChecked(command, () => parseAuditVerifyArgs(args));
   process.exit(
-    await withDatabase(({ db, config }) =>
+    await withDatabase({ command, demoKeys: ["AUDIT_CHECKPOINT_KEY"] }, ({ db, config }) =>
       runAuditVerifyCommand(db, process.stdout, {
         ...parsed,
         trustedKeys: config.auditCheckpoints.keys.trusted,
@@ -451,22 +464,20 @@ async function auditVerify(args: string[]): Promise<void> {
 
 async function keysRotate(): Promise<void> {
   process.exit(
-    await withDatabase(({ db, config }) =>
-      runKeysRotateCommand(db, config.dataKeys, {
-        progress: process.stderr,
-        out: process.stdout,
-      }),
+    await withDatabase(
+      { command: "keys rotate", demoKeys: ["DATA_ENCRYPTION_KEY"] },
+      ({ db, config }) =>
+        runKeysRotateCommand(db, dataKeysOf(config), {
+          progress: process.stderr,
+          out: process.stdout,
+        }),
     ),
   );
 }
 
 async function apiKeysCreate(args: string[]): Promise<void> {
-  let parsed: ReturnType<typeof parseApiKeysCreateArgs>;
-  try {
-    parsed = parseApiKeysCreateArgs(args);
-  } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
-  }
+  const command = "apikeys create";
+  const parsed = usageChecked(command, () => parseApiKeysCreateArgs(args));
   if (parsed.url !== undefined) {
     const target = await remotely(() =>
       remoteTarget(parsed.url ?? "", process.env, { needsApiKey: true }),
@@ -482,88 +493,90 @@ async function apiKeysCreate(args: string[]): Promise<void> {
     return;
   }
   process.exit(
-    await withAudit(
-      ({ db, audit, log }) =>
-        runApiKeysCreate(createApiKeysModule({ db, audit, log }).apiKeys, parsed, {
-          stdout: process.stdout,
-          stderr: process.stderr,
-        }),
-      urlHint("api_keys:write"),
+    await withAudit({ command, hint: urlHint("api_keys:write") }, ({ db, audit, log }) =>
+      runApiKeysCreate(createApiKeysModule({ db, audit, log }).apiKeys, parsed, {
+        stdout: process.stdout,
+        stderr: process.stderr,
+      }),
     ),
   );
 }
 
 async function auditExport(args: string[]): Promise<void> {
-  let options: ReturnType<typeof parseAuditExportArgs>;
-  try {
-    options = parseAuditExportArgs(args);
-  } catch (err) {
-    fail(err instanceof Error ? err.message : String(err));
-  }
-  const count = await withDatabase(({ db }) => runAuditExport(db, process.stdout, options));
+  const command = "audit export";
+  const options = usageChecked(command, () => parseAuditExportArgs(args));
+  const count = await withDatabase({ command }, ({ db }) =>
+    runAuditExport(db, process.stdout, options),
+  );
   process.stderr.write(`audit export: ${count} events\n`);
 }
 
-async function main(argv: string[]): Promise<void> {
-  const [command, sub, ...rest] = argv;
+/** The package's version, from its package.json. */
+function packageVersion(): string {
+  const json = JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as {
+    version?: string;
+  };
+  return json.version ?? "unknown";
+}
+
+const io = { out: process.stdout, err: process.stderr };
+
+/** Runs a command the command line named (parseCommandLine checked its name and --help). */
+async function run(command: string, args: string[]): Promise<void> {
   switch (command) {
     case "serve":
       return serve();
     case "demo":
       return demo();
-    case "audit":
-      if (sub === "verify") return auditVerify(rest);
-      if (sub === "export") return auditExport(rest);
-      return fail(`unknown audit command "${sub ?? ""}"\n\n${usage}`);
-    case "policy": {
-      if (sub !== "test") return fail(`unknown policy command "${sub ?? ""}"\n\n${usage}`);
+    case "users create":
+      return usersCreate(args);
+    case "service-accounts create":
+      return serviceAccountsCreate(args);
+    case "apikeys create":
+      return apiKeysCreate(args);
+    case "audit verify":
+      return auditVerify(args);
+    case "audit export":
+      return auditExport(args);
+    case "policy test": {
       const { runPolicyTestCommand } = await import("./policy/test-command.js");
-      process.exit(await runPolicyTestCommand(rest, { out: process.stdout, err: process.stderr }));
+      process.exit(await runPolicyTestCommand(args, io));
       return;
     }
-    case "keys":
-      if (sub === "rotate") return keysRotate();
-      return fail(`unknown keys command "${sub ?? ""}"\n\n${usage}`);
-    case "service-accounts":
-      if (sub === "create") return serviceAccountsCreate(rest);
-      return fail(`unknown service-accounts command "${sub ?? ""}"\n\n${usage}`);
-    case "apikeys":
-      if (sub === "create") return apiKeysCreate(rest);
-      return fail(`unknown apikeys command "${sub ?? ""}"\n\n${usage}`);
-    case "ingest": {
-      const code = await runIngestCommand(
-        [sub, ...rest].filter((a) => a !== undefined),
-        {
-          env: process.env,
-          err: process.stderr,
-          out: process.stdout,
-        },
-      );
-      process.exit(code);
+    case "keys rotate":
+      return keysRotate();
+    case "ingest":
+      process.exit(await runIngestCommand(args, { ...io, env: process.env }));
       return;
-    }
     case "rag-plugin": {
       const { runRagPluginCommand } = await import("./rag/command.js");
       const code = await runRagPluginCommand(process.env, process.stderr);
       if (code !== undefined) process.exit(code);
       return;
     }
-    case "users":
-      if (sub === "create") return usersCreate(rest);
-      return fail(`unknown users command "${sub ?? ""}"\n\n${usage}`);
-    case undefined:
-    case "help":
-    case "--help":
-    case "-h":
-      process.stdout.write(`${usage}\n`);
-      return;
     default:
-      fail(`unknown command "${command}"\n\n${usage}`);
+      throw new Error(`no runner for the command "${command}"`);
+  }
+}
+
+async function main(argv: string[]): Promise<void> {
+  const line = parseCommandLine(argv);
+  switch (line.kind) {
+    case "help":
+      process.stdout.write(`${line.text}\n`);
+      return;
+    case "version":
+      process.stdout.write(`traitgate ${packageVersion()}\n`);
+      return;
+    case "usage-error":
+      return fail(line.message);
+    case "run":
+      return run(line.command, line.args);
   }
 }
 
 main(process.argv.slice(2)).catch((err: unknown) => {
   const message = err instanceof Error ? err.message : String(err);
   process.stderr.write(`traitgate: ${message}\n`);
-  process.exit(1);
+  process.exit(exitCodes.failure);
 });

@@ -232,12 +232,48 @@ function listenerLimits(env: NodeJS.ProcessEnv, problems: string[]): ListenerLim
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): LoadedConfig {
+  const { config, dataKeys, problems, generated } = readConfig(env, options, true);
+  if (problems.length > 0 || dataKeys === undefined) throw new ConfigError(problems);
+  return { config: { ...config, dataKeys }, generated };
+}
+
+/**
+ * The configuration of a one-shot command (users create, apikeys create, audit verify, …):
+ * none of them signs a token, so JWT_* is neither required nor checked; DATA_ENCRYPTION_KEY
+ * is required only when the command seals or opens secrets (`usesDataKeys`).
+ */
+export type CommandConfig = Omit<Config, "dataKeys"> & { dataKeys: DataKeys | undefined };
+
+export function loadCommandConfig(
+  env: NodeJS.ProcessEnv,
+  options: { usesDataKeys: boolean },
+): CommandConfig {
+  const { config, dataKeys, problems } = readConfig(env, {}, false);
+  if (options.usesDataKeys && dataKeys === undefined && problems.length === 0) {
+    problems.push(dataKeyRequired);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { ...config, dataKeys };
+}
+
+const dataKeyRequired =
+  "DATA_ENCRYPTION_KEY is required (32 random bytes, base64: openssl rand -base64 32)";
+
+/**
+ * Reads every setting, collecting problems. `serving`: the process serves (JWT_* and
+ * DATA_ENCRYPTION_KEY are required); otherwise JWT_* is skipped and a missing
+ * DATA_ENCRYPTION_KEY is left for the caller to judge.
+ */
+function readConfig(env: NodeJS.ProcessEnv, options: LoadOptions, serving: boolean) {
   const problems: string[] = [];
   const generated: string[] = [];
+  const jwtProblems: string[] = [];
 
   const algorithm = (env.JWT_ALGORITHM?.trim() || "HS256") as JwtAlgorithm;
   if (!jwtAlgorithms.includes(algorithm)) {
-    problems.push(`JWT_ALGORITHM must be one of ${jwtAlgorithms.join(", ")} (got "${algorithm}")`);
+    jwtProblems.push(
+      `JWT_ALGORITHM must be one of ${jwtAlgorithms.join(", ")} (got "${algorithm}")`,
+    );
   }
 
   let secret = env.JWT_SECRET || undefined;
@@ -248,16 +284,20 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
       generated.push("JWT_SECRET was not set: a random one was generated for this run only");
     }
     if (secret === undefined) {
-      problems.push(`JWT_SECRET is required for ${algorithm} (at least 32 bytes of random data)`);
+      jwtProblems.push(
+        `JWT_SECRET is required for ${algorithm} (at least 32 bytes of random data)`,
+      );
     } else if (Buffer.byteLength(secret) < 32) {
-      problems.push("JWT_SECRET must be at least 32 bytes long");
+      jwtProblems.push("JWT_SECRET must be at least 32 bytes long");
     } else if (looksLikePlaceholder(secret)) {
-      problems.push("JWT_SECRET is a placeholder value; set a random secret of at least 32 bytes");
+      jwtProblems.push(
+        "JWT_SECRET is a placeholder value; set a random secret of at least 32 bytes",
+      );
     }
   } else if (privateKeyPem === undefined) {
-    problems.push(`JWT_PRIVATE_KEY (a PKCS#8 PEM private key) is required for ${algorithm}`);
+    jwtProblems.push(`JWT_PRIVATE_KEY (a PKCS#8 PEM private key) is required for ${algorithm}`);
   } else if (!privateKeyPem.includes("PRIVATE KEY")) {
-    problems.push("JWT_PRIVATE_KEY must be a PEM private key (-----BEGIN PRIVATE KEY-----)");
+    jwtProblems.push("JWT_PRIVATE_KEY must be a PEM private key (-----BEGIN PRIVATE KEY-----)");
     privateKeyPem = undefined;
   }
   const previousSecrets = (env.JWT_SECRET_PREVIOUS ?? "")
@@ -265,8 +305,10 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
   if (previousSecrets.some((s) => Buffer.byteLength(s) < 32)) {
-    problems.push("every JWT_SECRET_PREVIOUS entry must be at least 32 bytes long");
+    jwtProblems.push("every JWT_SECRET_PREVIOUS entry must be at least 32 bytes long");
   }
+
+  if (serving) problems.push(...jwtProblems);
 
   const logLevel = (env.LOG_LEVEL?.trim().toLowerCase() || "info") as LogLevel;
   if (!(logLevels as readonly string[]).includes(logLevel)) {
@@ -287,9 +329,7 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
   let dataKeys: DataKeys | undefined;
   const dataKey = env.DATA_ENCRYPTION_KEY?.trim() || undefined;
   if (dataKey === undefined) {
-    problems.push(
-      "DATA_ENCRYPTION_KEY is required (32 random bytes, base64: openssl rand -base64 32)",
-    );
+    if (serving) problems.push(dataKeyRequired);
   } else {
     try {
       dataKeys = parseDataKeys(dataKey, env.DATA_ENCRYPTION_KEY_PREVIOUS);
@@ -355,6 +395,5 @@ export function loadConfig(env: NodeJS.ProcessEnv, options: LoadOptions = {}): L
       idleTimeoutSeconds: intVar(env, "CONSOLE_IDLE_TIMEOUT_SECONDS", 900, 60, 86_400, problems),
     },
   };
-  if (problems.length > 0 || dataKeys === undefined) throw new ConfigError(problems);
-  return { config: { ...config, dataKeys }, generated };
+  return { config, dataKeys, problems, generated };
 }

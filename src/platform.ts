@@ -17,6 +17,7 @@ import type { HostResolver } from "./gateway/host-policy.js";
 import { createGatewayModule, type GatewayArea } from "./gateway/module.js";
 import type { PluginRegistry } from "./gateway/plugins.js";
 import { createIdentityModule, type IdentityArea } from "./identity/module.js";
+import type { PasswordCost } from "./identity/passwords.js";
 import type { ServiceAccounts } from "./identity/service-accounts.js";
 import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
@@ -26,7 +27,7 @@ import { collectCoreMetrics, createMetrics, exposeMetrics, type Metrics } from "
 import { createPolicyModule, type PolicyArea } from "./policy/module.js";
 import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
-import { createApp } from "./server/app.js";
+import { createApp, type ServedApi } from "./server/app.js";
 import { listen, type RunningServer } from "./server/listener.js";
 import { createOriginResolver, parseTrustedProxies } from "./server/origin.js";
 import type { LiveSettings } from "./settings/live.js";
@@ -60,6 +61,8 @@ export interface Core {
   metricsAt: { url: string; access: string };
   /** The audit log's signed checkpoints (tests write one at will). */
   auditCheckpoints: AuditCheckpoints;
+  /** The REST routes this core serves and each method's auth rule (checked against gen/openapi.json). */
+  api: ServedApi;
   close(): Promise<void>;
 }
 
@@ -70,6 +73,8 @@ export interface StartCoreOptions {
   clock?: Clock;
   db?: Database;
   throttlePolicy?: ThrottlePolicy;
+  /** New password hashes' cost: tests pass a cheaper one; never from configuration. */
+  passwordCost?: PasswordCost;
   /** The environment config came from (default process.env): settings show it as a source. */
   env?: NodeJS.ProcessEnv;
   /** Settings: version poll behind LISTEN/NOTIFY (default 5 s). */
@@ -139,6 +144,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       log,
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
+      ...(options.passwordCost ? { passwordCost: options.passwordCost } : {}),
       // Plugin ids and service account names are both gateway callers: each side asks the other.
       callerNameTaken: (name) => gatewayArea?.registry.exists(name) ?? Promise.resolve(false),
       serviceAccountDeleted: async (tx, name) => gatewayArea?.removeAllowlistEntries(tx, name),
@@ -184,7 +190,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       },
     });
     const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });
-    const { listener, handlers } = createApp({
+    const { listener, handlers, api } = createApp({
       modules: [
         identityModule,
         serviceAccountAdmin,
@@ -262,6 +268,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
         url: server.url,
         address: server.address,
         console: `${server.url}/console/`,
+        openapi: `${server.url}/openapi.json`,
         tls: config.tls !== undefined,
         db: db.kind,
         metrics: metricsUrl,
@@ -292,6 +299,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       metrics,
       metricsAt: { url: metricsUrl, access: metricsEndpoint.access },
       auditCheckpoints: checkpoints,
+      api,
       async close() {
         await server.close();
         await metricsEndpoint.close();

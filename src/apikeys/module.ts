@@ -21,7 +21,8 @@ export interface ApiKeysModuleDeps {
 const svc = ApiKeyService.typeName;
 const write = requireAuth({ roles: ["admin"], apiKeyScopes: ["api_keys:write"] });
 const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: ["api_keys:read"] });
-const rules = new Map<string, AuthRule>([
+/** How each method of ApiKeyService is protected (also read by the OpenAPI generator). */
+export const apiKeyAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   [`${svc}/CreateApiKey`, write],
   [`${svc}/RevokeApiKey`, write],
   [`${svc}/ListApiKeys`, read],
@@ -59,7 +60,7 @@ export function createApiKeysModule(deps: ApiKeysModuleDeps): {
     module: {
       services: [ApiKeyService],
       register: (router) => router.service(ApiKeyService, service),
-      authRules: rules,
+      authRules: apiKeyAuthRules,
     },
   };
 }

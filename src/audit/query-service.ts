@@ -82,7 +82,8 @@ function toMessage(event: AuditEventRow): Omit<AuditEvent, "$typeName"> {
   };
 }
 
-const rules = new Map<string, AuthRule>(
+/** How AuditService's methods are protected (also read by the OpenAPI generator). */
+export const auditQueryAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>(
   AuditService.methods.map((m) => [
     `${AuditService.typeName}/${m.name}`,
     requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: ["audit:read"] }),
@@ -104,7 +105,7 @@ export function createAuditQueryModule(deps: {
   return {
     services: [AuditService],
     register: (router) => router.service(AuditService, service),
-    authRules: rules,
+    authRules: auditQueryAuthRules,
   };
 }
 

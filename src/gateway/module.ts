@@ -89,7 +89,8 @@ const admin = (scope: string) => requireAuth({ roles: ["admin"], apiKeyScopes: [
 /** PluginRegistryService methods that change nothing: `plugins:read`. */
 const readMethods = new Set(["ListPlugins", "GetPlugin", "CheckPluginReachability"]);
 
-const rules = new Map<string, AuthRule>([
+/** How each method of the gateway's services is protected (also read by the OpenAPI generator). */
+export const gatewayAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   ...PluginRegistryService.methods.map(
     (m) =>
       [
@@ -227,7 +228,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
             .service(PluginRegistryService, createPluginRegistryService(registry, reachability))
             .service(OperatorAllowlistService, createOperatorAllowlistService(allowlist))
             .service(GatewayService, gatewayService),
-        authRules: rules,
+        authRules: gatewayAuthRules,
         // A gateway call refused before the gateway ran (by authentication, validation, or
         // the transport: a body too large or malformed) is an operator_call like any other:
         // one event per call.

@@ -7,7 +7,7 @@ import { type AuthRule, publicMethod } from "../server/interceptors.js";
 import type { Database, Queryable } from "../storage/index.js";
 import { createIdentity, type Identity, type IdentitySettings } from "./identity.js";
 import { createMfa } from "./mfa.js";
-import { createPasswordHasher, type PasswordHasher } from "./passwords.js";
+import { createPasswordHasher, type PasswordCost, type PasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
 import { createServiceAccountStore } from "./service-account-store.js";
 import { createServiceAccounts, type ServiceAccounts } from "./service-accounts.js";
@@ -34,6 +34,8 @@ export interface IdentityModuleDeps {
   dataKeys: DataKeys;
   clock?: Clock;
   throttlePolicy?: ThrottlePolicy;
+  /** New password hashes' cost (default argon2Options); tests pass a cheaper one. */
+  passwordCost?: PasswordCost;
   /** Is a service account name taken by a plugin id (both are gateway callers)? */
   callerNameTaken?: (name: string) => Promise<boolean>;
   /**
@@ -43,7 +45,8 @@ export interface IdentityModuleDeps {
   serviceAccountDeleted?: (tx: Queryable, name: string) => Promise<(() => void) | undefined>;
 }
 
-const rules = new Map<string, AuthRule>([
+/** How each method of IdentityService is protected (also read by the OpenAPI generator). */
+export const identityAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   [`${IdentityService.typeName}/Login`, publicMethod],
   // The refresh token is the credential.
   [`${IdentityService.typeName}/Refresh`, publicMethod],
@@ -56,7 +59,7 @@ const rules = new Map<string, AuthRule>([
     { public: false, roles: [], allowMfaEnrollment: true },
   ],
   // Validate reports on the token it is given instead of requiring one.
-  [`${IdentityService.typeName}/Validate`, publicMethod],
+  [`${IdentityService.typeName}/Validate`, { public: true, readsBearer: true }],
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
 ]);
 
@@ -76,7 +79,9 @@ export interface IdentityModule {
 /** Wires the identity area: stores, hasher, token keys, domain and Connect services. */
 export async function createIdentityModule(deps: IdentityModuleDeps): Promise<IdentityModule> {
   const clock = deps.clock ?? systemClock;
-  const passwords = await createPasswordHasher();
+  const passwords = await createPasswordHasher(
+    deps.passwordCost ? { cost: deps.passwordCost } : {},
+  );
   const tokens = await createTokenService(deps.jwt, clock);
   const log = deps.log.child({ area: "identity" });
   // One throttle for logins and token requests: an address failing at either is counted once.
@@ -166,7 +171,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     module: {
       services: [IdentityService],
       register: (router) => router.service(IdentityService, service),
-      authRules: rules,
+      authRules: identityAuthRules,
     },
   };
 }

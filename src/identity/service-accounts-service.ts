@@ -89,24 +89,30 @@ const meta = (ctx: HandlerContext): AdminRequestMeta => auditedRequestOf(ctx.val
 /** The methods that only read; the others change accounts. */
 const readMethods = new Set(["ListServiceAccounts", "GetServiceAccount"]);
 
+const read = requireAuth({ roles: [adminRole], apiKeyScopes: ["service_accounts:read"] });
+const write = requireAuth({ roles: [adminRole], apiKeyScopes: ["service_accounts:write"] });
+
+/** How each method of ServiceAccountAdminService is protected (also read by the OpenAPI generator). */
+export const serviceAccountAdminAuthRules: ReadonlyMap<string, AuthRule> = new Map<
+  string,
+  AuthRule
+>(
+  ServiceAccountAdminService.methods.map((m) => [
+    `${ServiceAccountAdminService.typeName}/${m.name}`,
+    readMethods.has(m.name) ? read : write,
+  ]),
+);
+
 /**
  * Service-account administration: every method needs the role `admin` and an API key with
  * the scope `service_accounts:read` (reads) or `service_accounts:write` (changes).
  */
 export function createServiceAccountAdminModule(accounts: ServiceAccounts): ServiceModule {
-  const read = requireAuth({ roles: [adminRole], apiKeyScopes: ["service_accounts:read"] });
-  const write = requireAuth({ roles: [adminRole], apiKeyScopes: ["service_accounts:write"] });
-  const rules = new Map<string, AuthRule>(
-    ServiceAccountAdminService.methods.map((m) => [
-      `${ServiceAccountAdminService.typeName}/${m.name}`,
-      readMethods.has(m.name) ? read : write,
-    ]),
-  );
   return {
     services: [ServiceAccountAdminService],
     register: (router) =>
       router.service(ServiceAccountAdminService, createServiceAccountAdminService(accounts)),
-    authRules: rules,
+    authRules: serviceAccountAdminAuthRules,
   };
 }
 

@@ -104,6 +104,17 @@ export interface UserAdminModuleDeps {
 /** The methods that only read; the others change accounts. */
 const readMethods = new Set(["ListUsers", "GetUser"]);
 
+const userAdminRead = requireAuth({ roles: [adminRole], apiKeyScopes: ["users:read"] });
+const userAdminWrite = requireAuth({ roles: [adminRole], apiKeyScopes: ["users:write"] });
+
+/** How each method of UserAdminService is protected (also read by the OpenAPI generator). */
+export const userAdminAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>(
+  UserAdminService.methods.map((m) => [
+    `${UserAdminService.typeName}/${m.name}`,
+    readMethods.has(m.name) ? userAdminRead : userAdminWrite,
+  ]),
+);
+
 /**
  * Wires user administration: every method needs the role `admin` and an API key with the
  * scope `users:read` (reads) or `users:write` (changes), like every administrative API.
@@ -117,18 +128,10 @@ export function createUserAdminModule(deps: UserAdminModuleDeps): ServiceModule 
     revokeSessions: deps.revokeSessions,
     resetMfa: deps.resetMfa,
   });
-  const read = requireAuth({ roles: [adminRole], apiKeyScopes: ["users:read"] });
-  const write = requireAuth({ roles: [adminRole], apiKeyScopes: ["users:write"] });
-  const rules = new Map<string, AuthRule>(
-    UserAdminService.methods.map((m) => [
-      `${UserAdminService.typeName}/${m.name}`,
-      readMethods.has(m.name) ? read : write,
-    ]),
-  );
   return {
     services: [UserAdminService],
     register: (router) => router.service(UserAdminService, createUserAdminService(admin)),
-    authRules: rules,
+    authRules: userAdminAuthRules,
   };
 }
 

@@ -44,6 +44,29 @@ export interface PolicyArea {
 const decisionMethods = new Set(["Evaluate", "EvaluateBatch", "ListUiFeatures", "Sanitize"]);
 const writeMethods = new Set(["PutTrait", "DeleteTrait", "PutPolicy", "ActivatePolicy"]);
 
+const anyCaller = requireAuth();
+const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [policyReadScope] });
+const write = requireAuth({ roles: ["admin"], apiKeyScopes: [policyWriteScope] });
+// Explain shows every rule of the policy, why it did or did not match: the policy's
+// readers (admins, auditors, security officers), with a key that may read it.
+const explain = requireAuth({
+  roles: ["admin", "auditor", "security_officer"],
+  apiKeyScopes: [policyReadScope],
+});
+const rule = (name: string): AuthRule =>
+  name === "Explain"
+    ? explain
+    : decisionMethods.has(name)
+      ? anyCaller
+      : writeMethods.has(name)
+        ? write
+        : read;
+
+/** How each method of PolicyService is protected (also read by the OpenAPI generator). */
+export const policyAuthRules: ReadonlyMap<string, AuthRule> = new Map(
+  PolicyService.methods.map((m) => [`${PolicyService.typeName}/${m.name}`, rule(m.name)]),
+);
+
 /**
  * Wires the policy area: the shipped policy is activated on first start, the active version
  * is compiled and kept current across processes. Decisions need any authenticated user or
@@ -69,32 +92,13 @@ export async function createPolicyModule(
     ...(deps.onDecision ? { onDecision: deps.onDecision } : {}),
   });
   const admin = createPolicyAdmin({ db: deps.db, audit: deps.audit, live });
-  const anyCaller = requireAuth();
-  const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [policyReadScope] });
-  const write = requireAuth({ roles: ["admin"], apiKeyScopes: [policyWriteScope] });
-  // Explain shows every rule of the policy, why it did or did not match: the policy's
-  // readers (admins, auditors, security officers), with a key that may read it.
-  const explain = requireAuth({
-    roles: ["admin", "auditor", "security_officer"],
-    apiKeyScopes: [policyReadScope],
-  });
-  const rule = (name: string): AuthRule =>
-    name === "Explain"
-      ? explain
-      : decisionMethods.has(name)
-        ? anyCaller
-        : writeMethods.has(name)
-          ? write
-          : read;
   return {
     area: { current: () => live.current(), live, decisions, admin, close: () => live.close() },
     module: {
       services: [PolicyService],
       register: (router) =>
         router.service(PolicyService, createPolicyService({ decisions, admin })),
-      authRules: new Map(
-        PolicyService.methods.map((m) => [`${PolicyService.typeName}/${m.name}`, rule(m.name)]),
-      ),
+      authRules: policyAuthRules,
     },
   };
 }

@@ -48,7 +48,7 @@ export function createPolicyService(deps: {
           missing: r.missing,
           ...(r.anyHeld === undefined ? {} : { anyHeld: r.anyHeld }),
           excludedHeld: r.excludedHeld,
-          condition: r.condition ?? "",
+          ...(r.condition === undefined ? {} : { condition: r.condition }),
           matched: r.matched,
         })),
       };
@@ -71,9 +71,10 @@ export function createPolicyService(deps: {
           path: r.path,
           kind: r.kind,
           action: r.action,
-          classification: r.classification ?? "",
-          pattern: r.pattern ?? "",
-          count: r.count ?? 0,
+          // Set only where they apply (fields have no pattern or count): no "" or 0 for absent.
+          ...(r.classification === undefined ? {} : { classification: r.classification }),
+          ...(r.pattern === undefined ? {} : { pattern: r.pattern }),
+          ...(r.count === undefined ? {} : { count: r.count }),
         })),
       };
     },
@@ -126,26 +127,32 @@ export function createPolicyService(deps: {
       return {
         valid: out.issues.length === 0,
         version: out.version,
-        issues: out.issues.map((i) => ({ ...i, ruleId: i.ruleId ?? "" })),
+        issues: out.issues.map((i) => ({
+          reason: i.reason,
+          message: i.message,
+          ...(i.field ? { field: i.field } : {}),
+          ...(i.ruleId ? { ruleId: i.ruleId } : {}),
+        })),
         changes: out.changes.map((c) => ({
           index: c.index,
           activeDecision: c.active.decision,
-          activeDecidingRule: c.active.decidingRule ?? "",
+          ...(c.active.decidingRule ? { activeDecidingRule: c.active.decidingRule } : {}),
           candidateDecision: c.candidate.decision,
-          candidateDecidingRule: c.candidate.decidingRule ?? "",
+          ...(c.candidate.decidingRule ? { candidateDecidingRule: c.candidate.decidingRule } : {}),
         })),
         compared: out.compared,
       };
     },
     async activatePolicy(req, ctx) {
-      return admin.activate(actor(ctx), meta(ctx), req.version);
+      const { version, previousVersion } = await admin.activate(actor(ctx), meta(ctx), req.version);
+      return { version, ...(previousVersion ? { previousVersion } : {}) };
     },
     async getPolicyHistory(req) {
       const page = await admin.history(req);
       return {
         activations: page.items.map((a) => ({
           version: a.version,
-          previousVersion: a.previousVersion,
+          ...(a.previousVersion ? { previousVersion: a.previousVersion } : {}),
           activatedAt: timestampFromDate(a.activatedAt),
           activatedBy: a.activatedBy,
           activatedByUserId: a.activatedByUserId,
@@ -178,7 +185,7 @@ function decisionMessage(d: DecisionAnswer): MessageInitShape<typeof EvaluateRes
     decision: d.decision,
     reasonCode: d.reasonCode,
     reason: d.reason,
-    decidingRule: d.decidingRule ?? "",
+    ...(d.decidingRule ? { decidingRule: d.decidingRule } : {}),
     matchedRules: [...d.matchedRules],
     ...(d.sanitize
       ? {

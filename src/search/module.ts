@@ -54,6 +54,17 @@ const unusable = (why: string, cause: unknown): RagBackend => {
   return { index: fail, query: fail, stats: fail };
 };
 
+/** How each method of SearchService is protected (also read by the OpenAPI generator). */
+export const searchAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
+  [`${SearchService.typeName}/Search`, requireAuth()],
+  // The capability (capability:ingest) is checked by the domain, through the trait registry.
+  [`${SearchService.typeName}/Ingest`, requireAuth()],
+  [
+    `${SearchService.typeName}/GetRagStats`,
+    requireAuth({ roles: ["admin"], apiKeyScopes: ["plugins:read"] }),
+  ],
+]);
+
 /** Wires search and ingestion: any signed-in caller searches; ingestion checks its capability. */
 export function createSearchModule(deps: SearchModuleDeps): {
   module: ServiceModule;
@@ -115,15 +126,6 @@ export function createSearchModule(deps: SearchModuleDeps): {
     log,
     topKDefault: () => Number(deps.settings.current().values["rag.top_k_default"] ?? 5) || 5,
   });
-  const rules = new Map<string, AuthRule>([
-    [`${SearchService.typeName}/Search`, requireAuth()],
-    // The capability (capability:ingest) is checked by the domain, through the trait registry.
-    [`${SearchService.typeName}/Ingest`, requireAuth()],
-    [
-      `${SearchService.typeName}/GetRagStats`,
-      requireAuth({ roles: ["admin"], apiKeyScopes: ["plugins:read"] }),
-    ],
-  ]);
   const ragStats = async (request: BackendRequest): Promise<RagStats> => {
     const { key, backend } = chosen();
     const counts = await backend.stats(request);
@@ -138,7 +140,7 @@ export function createSearchModule(deps: SearchModuleDeps): {
     module: {
       services: [SearchService],
       register: (router) => router.service(SearchService, createSearchService(search, ragStats)),
-      authRules: rules,
+      authRules: searchAuthRules,
     },
   };
 }

@@ -41,9 +41,10 @@ import {
   publicMethod,
   type RefusedCall,
 } from "./interceptors.js";
+import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
-import { createRestTranscoder } from "./transcoder/index.js";
+import { createRestTranscoder, listRestRoutes } from "./transcoder/index.js";
 import { UnaryMethods } from "./unary.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
@@ -61,6 +62,12 @@ export interface ServiceModule {
    * told of calls refused before their method ran for other reasons (RefusedCall.stage).
    */
   onRefused?: (call: RefusedCall) => Promise<void>;
+}
+
+/** The REST routes an app answers and the auth rule of each method, by "<package.Service>/<Method>". */
+export interface ServedApi {
+  routes: ReturnType<typeof listRestRoutes>;
+  authRules: ReadonlyMap<string, AuthRule>;
 }
 
 export interface AppOptions {
@@ -105,11 +112,13 @@ function refusalRecorder(
  * Builds the request listener that serves every protocol on one port:
  * gRPC, gRPC-Web and Connect on `/<package.Service>/<Method>` paths, REST on
  * the paths of the `google.api.http` annotations (same handlers, same
- * interceptors), plus `/healthz` and `/readyz`.
+ * interceptors), plus `/healthz`, `/readyz` and `/openapi.json`.
  */
 export function createApp(options: AppOptions): {
   listener: RequestListener;
   handlers: readonly UniversalHandler[];
+  /** What this app serves and how: the REST route table and each method's rule (tests, docs). */
+  api: ServedApi;
 } {
   const { modules, log } = options;
   const authRules = new Map<string, AuthRule>();
@@ -168,6 +177,8 @@ export function createApp(options: AppOptions): {
     log,
   });
 
+  const openApi = createOpenApiEndpoint();
+
   /** Serves one request; resolves once it is answered (or its client is gone). */
   const serve = (req: NodeRequest, res: NodeResponse, call: CallRecord): Promise<void> => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
@@ -214,6 +225,13 @@ export function createApp(options: AppOptions): {
       unimplemented(path, contentType, res);
       return Promise.resolve();
     }
+    if (path === openApiPath) {
+      call.protocol = "http";
+      call.route = `${req.method} ${path}`;
+      const status = openApi(req, res);
+      noteOutcome(call, status === 405 ? Code.Unimplemented : 0);
+      return Promise.resolve();
+    }
     if (path === "/healthz" || path === "/readyz") {
       call.protocol = "http";
       call.route = `${req.method} ${path}`;
@@ -238,7 +256,7 @@ export function createApp(options: AppOptions): {
       .catch((err: unknown) => log.error({ err, rpc: call.rpc }, "request failed"))
       .then(() => end(call, req, res));
   };
-  return { listener, handlers };
+  return { listener, handlers, api: { routes: listRestRoutes(unary), authRules } };
 }
 
 /** A gRPC or gRPC-Web call to a method this server does not have: trailers-only UNIMPLEMENTED. */

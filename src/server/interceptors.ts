@@ -81,7 +81,14 @@ export function createRequestInterceptor(root: Logger): Interceptor {
 
 /** How a method is protected. Methods without a rule require authentication (fail closed). */
 export type AuthRule =
-  | { public: true }
+  | {
+      public: true;
+      /**
+       * The method reads a bearer token without requiring one (Validate reports on it): the
+       * OpenAPI document lists the bearer scheme as optional so that clients send it.
+       */
+      readsBearer?: boolean;
+    }
   | {
       public: false;
       roles: readonly string[];

@@ -15,6 +15,17 @@ import { createSettings, type Settings } from "./settings.js";
 export const settingsReadScope = "settings:read";
 export const settingsWriteScope = "settings:write";
 
+const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [settingsReadScope] });
+const write = requireAuth({ roles: ["admin"], apiKeyScopes: [settingsWriteScope] });
+
+/** How each method of SettingsService is protected (also read by the OpenAPI generator). */
+export const settingsAuthRules: ReadonlyMap<string, AuthRule> = new Map(
+  SettingsService.methods.map((m) => [
+    `${SettingsService.typeName}/${m.name}`,
+    m.name === "UpdateSettings" ? write : read,
+  ]),
+);
+
 export interface SettingsModuleDeps {
   db: Database;
   audit: Pick<AuditWriter, "write" | "writeIn">;
@@ -53,9 +64,6 @@ export async function createSettingsModule(
     log,
     ...(deps.pollIntervalMs ? { pollIntervalMs: deps.pollIntervalMs } : {}),
   });
-  const read = requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: [settingsReadScope] });
-  const write = requireAuth({ roles: ["admin"], apiKeyScopes: [settingsWriteScope] });
-  const rule = (name: string): AuthRule => (name === "UpdateSettings" ? write : read);
   const service = createSettingsService(settings);
   return {
     settings,
@@ -63,9 +71,7 @@ export async function createSettingsModule(
     module: {
       services: [SettingsService],
       register: (router) => router.service(SettingsService, service),
-      authRules: new Map(
-        SettingsService.methods.map((m) => [`${SettingsService.typeName}/${m.name}`, rule(m.name)]),
-      ),
+      authRules: settingsAuthRules,
     },
   };
 }

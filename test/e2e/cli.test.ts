@@ -64,6 +64,12 @@ describe("traitgate demo", () => {
     const scraped = await fetch(metricsUrl ?? "");
     expect(scraped.status).toBe(200);
     expect(await scraped.text()).toContain("traitgate_rpc_requests_total");
+    // Where the OpenAPI document is, and that it answers there.
+    const openApiUrl = /OpenAPI 3\.1 of the REST API: (\S+)/.exec(output)?.[1];
+    expect(openApiUrl).toBe(`${url}/openapi.json`);
+    const openApi = await fetch(openApiUrl ?? "");
+    expect(openApi.status).toBe(200);
+    expect(((await openApi.json()) as { openapi: string }).openapi).toBe("3.1.0");
     // Printed to the console for the operator, never as a log line.
     const logLines = output.split("\n").filter((l) => l.startsWith("{"));
     expect(logLines.length).toBeGreaterThan(0);
@@ -233,5 +239,5 @@ describe("traitgate service-accounts create", () => {
     const bad = await runCli(["service-accounts", "create", "--name", "Not Valid"], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain("--name");
-  });
+  }, 180_000);
 });

@@ -14,7 +14,10 @@ import { rejection } from "../support/errors.js";
  * test/integration/user-admin.test.ts.
  */
 
-const meta = { requestId: "req-1" };
+const meta = {
+  requestId: "req-1",
+  origin: { clientAddress: "203.0.113.7", userAgent: "admin-script/1.0" },
+};
 const strong = "walnut lantern drizzle";
 
 describe.each(databaseTargets())("user administration (domain) on $name", (target) => {
@@ -102,6 +105,7 @@ describe.each(databaseTargets())("user administration (domain) on $name", (targe
         target: `user:${user.id}`,
         outcome: "success",
         requestId: "req-1",
+        origin: { clientAddress: "203.0.113.7", userAgent: "admin-script/1.0" },
         details: { after: { roles: ["viewer"], is_active: true } },
       },
     ]);

@@ -322,6 +322,39 @@ describe("Explain, ListUiFeatures, Sanitize", () => {
     expect(JSON.stringify(last)).not.toContain("Lovelace");
   });
 
+  it('leaves out what does not apply instead of answering "" or 0', async () => {
+    const reply = await call("POST", "/api/policy/sanitize", {
+      token: adminToken,
+      body: { ...fixture.request, document: fixture.document },
+    });
+    const removed = reply.body.removed as Record<string, unknown>[];
+    const fields = removed.filter((r) => r.kind === "field");
+    const patterns = removed.filter((r) => r.kind === "pattern");
+    expect(fields.length).toBeGreaterThan(0);
+    expect(patterns.length).toBeGreaterThan(0);
+    for (const r of fields) {
+      expect(Object.keys(r).sort()).toEqual(["action", "classification", "kind", "path"]);
+    }
+    for (const r of patterns) {
+      expect(r).toMatchObject({ pattern: expect.any(String), count: expect.any(Number) });
+      expect(r.count).toBeGreaterThan(0);
+    }
+    // A deny no rule decided names no deciding rule; rules without a condition trace none.
+    const request = { traits: ["role:viewer"], context: "NO_SUCH_CONTEXT" };
+    const denied = await call("POST", "/api/policy/evaluate", { token: adminToken, body: request });
+    expect(denied.body.reason_code).toBe("NO_MATCH");
+    expect(denied.body).not.toHaveProperty("deciding_rule");
+    const explained = await call("POST", "/api/policy/explain", {
+      token: adminToken,
+      key: readKey,
+      body: { traits: ["role:admin"], context: "USER_ACTION", classifications: ["internal"] },
+    });
+    expect(explained.status).toBe(200);
+    const rules = explained.body.rules as Record<string, unknown>[];
+    expect(rules.filter((r) => !("condition" in r)).length).toBeGreaterThan(0);
+    for (const rule of rules) expect(rule.condition, String(rule.id)).not.toBe("");
+  });
+
   it("answers no document on deny", async () => {
     const reply = await call("POST", "/api/policy/sanitize", {
       token: adminToken,

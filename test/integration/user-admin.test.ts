@@ -375,6 +375,16 @@ describe("user administration over REST", () => {
       ]);
     }
   });
+  it("says which field has the wrong shape and what shape it takes", async () => {
+    // Roles are a RoleList, so that "no change" and "no roles" differ: {"roles": {"values": [...]}}.
+    const res = await admin("PATCH", `/${rootId}`, { roles: ["clinician"] });
+    expect([res.status, res.reason, res.field]).toEqual([400, "INVALID_FIELD", "roles"]);
+    expect(res.body.message).toContain('roles: expected an object {"values": [...]}');
+    expect(res.body.message).not.toContain("traitgate.identity.v1");
+    const inner = await admin("PATCH", `/${rootId}`, { roles: { values: "clinician" } });
+    expect([inner.status, inner.field]).toEqual([400, "roles.values"]);
+    expect(inner.body.message).toContain("roles.values: expected an array of strings");
+  });
 });
 
 describe("user administration over gRPC", () => {

@@ -1,17 +1,18 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { join } from "node:path";
+import { testBuildDir } from "./build-cli.js";
 
 /**
- * The command line as a user runs it: `traitgate` as its own process (through tsx, from the
- * sources). Processes started with `startCli` are remembered; `killAll` ends what a failed
- * test left running.
+ * The command line as a user runs it: `traitgate` as its own process, from the sources as
+ * the suite's global setup compiled them (test/support/build-cli.ts). Processes started with
+ * `startCli` are remembered; `killAll` ends what a failed test left running.
  */
 
-const cli = join(import.meta.dirname, "../../src/cli.ts");
+export const cliScript = join(testBuildDir, "src", "cli.js");
 const started: ChildProcess[] = [];
 
 const spawnCli = (args: readonly string[], env: NodeJS.ProcessEnv) =>
-  spawn(process.execPath, ["--import", "tsx", cli, ...args], { env });
+  spawn(process.execPath, ["--enable-source-maps", cliScript, ...args], { env });
 
 /** Runs a command to completion, with `stdin` on its standard input. */
 export function runCli(args: readonly string[], env: NodeJS.ProcessEnv, stdin = "") {

@@ -1,10 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { PGlite } from "@electric-sql/pglite";
 import { afterAll, beforeAll } from "vitest";
 import { type AuditWriter, createAuditWriter } from "../../src/audit/index.js";
 import { silentLogger } from "../../src/log.js";
 import { type Database, migrate, openDatabase } from "../../src/storage/index.js";
 import { openPglite } from "../../src/storage/pglite.js";
+import { template } from "./pglite-templates.js";
 
 /**
  * Databases the storage suites run on: always PGlite in memory; PostgreSQL too when
@@ -41,7 +41,7 @@ export function databaseTargets(): DatabaseTarget[] {
 
 /** A fresh database with every migration applied; PGlite unless a target is given. */
 export async function openTestDatabase(target: DatabaseTarget = pgliteTarget): Promise<Database> {
-  const db = await target.open();
+  const db = await (target === pgliteTarget ? openMigratedPglite() : target.open());
   try {
     await migrate(db, silentLogger);
     return db;
@@ -79,20 +79,16 @@ export async function openTestPostgres(url: string, schema = testSchemaName()): 
   };
 }
 
-// initdb takes ~1.8 s per PGlite; starting from a dump of a fresh data directory ~0.5 s.
-// One dump per test process, of a database no migration has touched.
-let template: Promise<Blob> | undefined;
-
 async function openTestPglite(): Promise<Database> {
-  template ??= (async () => {
-    const pglite = await PGlite.create({ dataDir: "memory://" });
-    try {
-      return await pglite.dumpDataDir("none");
-    } finally {
-      await pglite.close();
-    }
-  })();
-  return openPglite({ dataDir: "memory://", template: await template, log: silentLogger });
+  return openPglite({ dataDir: "memory://", template: await template("fresh"), log: silentLogger });
+}
+
+async function openMigratedPglite(): Promise<Database> {
+  return openPglite({
+    dataDir: "memory://",
+    template: await template("migrated"),
+    log: silentLogger,
+  });
 }
 
 /**

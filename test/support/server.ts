@@ -10,6 +10,12 @@ import { openTestDatabase } from "./database.js";
 export const testSecret = "tEst-Secret-0123456789-abcdefghijklmnop";
 /** 32 bytes, base64: the data encryption key of test servers. */
 export const testDataKey = Buffer.alloc(32, 7).toString("base64");
+/**
+ * argon2id at 1 MiB and one pass for the test servers' new hashes: the suites hash and check
+ * hundreds of passwords, at ~50 ms of CPU each with the production cost. What the cost is in
+ * production is tested in test/unit/passwords.test.ts.
+ */
+export const testPasswordCost = { memoryCost: 1024, timeCost: 1 };
 
 export interface TestServer {
   core: Core;
@@ -69,6 +75,7 @@ export async function startTestServer(
     ...(options.policyPollIntervalMs ? { policyPollIntervalMs: options.policyPollIntervalMs } : {}),
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.throttlePolicy ? { throttlePolicy: options.throttlePolicy } : {}),
+    passwordCost: testPasswordCost,
     ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
   });
   return {

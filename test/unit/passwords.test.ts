@@ -15,6 +15,18 @@ describe("password hasher", () => {
     expect(await hasher.verify(hash, "another password")).toBe(false);
     expect(await hasher.verify("not a hash", "x")).toBe(false);
   });
+
+  it("hashes at a cost passed in code (the test servers'), and checks hashes of any cost", async () => {
+    const cheap = await createPasswordHasher({ cost: { memoryCost: 1024, timeCost: 1 } });
+    const cheapHash = await cheap.hash("a long enough password");
+    expect(cheapHash).toMatch(/^\$argon2id\$v=19\$m=1024,t=1,p=1\$/);
+    // Each hash carries its parameters: either hasher checks the other's hashes.
+    const standard = await createPasswordHasher();
+    expect(await standard.verify(cheapHash, "a long enough password")).toBe(true);
+    expect(await cheap.verify(await standard.hash("x long password"), "x long password")).toBe(
+      true,
+    );
+  });
 });
 
 describe("password normalisation (NFKC, NIST SP 800-63B §5.1.1.2)", () => {

@@ -238,6 +238,27 @@ describe("request bodies", () => {
     });
   });
 
+  it.each([
+    [
+      { book: { author: "Ada" } },
+      "book.author",
+      'expected an object {"name": "...", "country": "..."}',
+    ],
+    [{ book: { tags: "x" } }, "book.tags", "expected an array of strings, got a string"],
+    [{ book: { tags: ["x", 2] } }, "book.tags[1]", "expected a string, got a number"],
+    [{ book: { genre: "POEMS" } }, "book.genre", "expected one of GENRE_UNSPECIFIED"],
+    [{ book: { published_at: 5 } }, "book.published_at", "expected a time string"],
+    [{ book: ["x"] }, "book", 'expected an object {"name": "...", "title": "...", "page_count": 0'],
+  ])(
+    "answers 400 INVALID_FIELD naming the path of a value of the wrong shape: %j",
+    async (body, field, says) => {
+      const a = await call("POST", "/v1/books", body);
+      expect(a.status).toBe(400);
+      expect(errorInfo(a)).toMatchObject({ reason: "INVALID_FIELD", metadata: { field } });
+      expect(a.json.message).toContain(`${field}: ${says}`);
+    },
+  );
+
   it("refuses query parameters when the body is the whole request", async () => {
     const a = await call("POST", "/v1/books?shelf=x", {});
     expect(a.status).toBe(400);

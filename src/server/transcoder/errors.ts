@@ -1,4 +1,12 @@
-import { create, type JsonObject, type Registry, toBinary, toJson } from "@bufbuild/protobuf";
+import {
+  create,
+  type DescMessage,
+  type JsonObject,
+  type JsonValue,
+  type Registry,
+  toBinary,
+  toJson,
+} from "@bufbuild/protobuf";
 import { isFieldError } from "@bufbuild/protobuf/reflect";
 import { base64Encode } from "@bufbuild/protobuf/wire";
 import { AnySchema } from "@bufbuild/protobuf/wkt";
@@ -6,6 +14,7 @@ import { Code, type ConnectError } from "@connectrpc/connect";
 import { ErrorInfoSchema } from "../../../gen/google/rpc/error_details_pb.js";
 import { errorDomain } from "../error-boundary.js";
 import { codeName, httpStatusOf } from "../http-status.js";
+import { findShapeMismatch } from "./json-shape.js";
 
 /**
  * An error the transcoder answers by itself, before or instead of calling a
@@ -38,14 +47,20 @@ const unknownKeyPattern = /key "(.*)" is unknown$/;
 
 /**
  * Maps an error of protobuf-es `fromJson`/`mergeFromJson` on the request body
- * to a 400 naming the unknown key or the field with a bad value.
+ * to a 400 naming the unknown key or the field with a bad value: its path in the body and
+ * the shape it takes when the body has the wrong shape there (src/server/transcoder/json-shape.ts).
  */
-export function bodyJsonError(err: unknown): RestError {
+export function bodyJsonError(err: unknown, schema: DescMessage, json: JsonValue): RestError {
   const message = err instanceof Error ? err.message : String(err);
   const unknown = unknownKeyPattern.exec(message);
   if (unknown !== null) {
     const key = unknown[1] ?? "";
     return invalidField("UNKNOWN_FIELD", key, `unknown field "${key}" in the request body`);
+  }
+  const mismatch = findShapeMismatch(schema, json);
+  if (mismatch !== undefined) {
+    const { path, expected, got } = mismatch;
+    return invalidField("INVALID_FIELD", path, `${path}: expected ${expected}, got ${got}`);
   }
   const cause = err instanceof Error ? err.cause : undefined;
   const field = isFieldError(cause) ? cause.field().name : "";

@@ -122,7 +122,7 @@ export function buildRequestMessage(
     try {
       message = fromJson(route.input, json, { registry });
     } catch (err) {
-      throw bodyJsonError(err);
+      throw bodyJsonError(err, route.input, json);
     }
   }
   for (const binding of route.pathBindings) {

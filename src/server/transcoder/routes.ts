@@ -1,4 +1,10 @@
-import { type DescField, type DescMessage, getOption, hasOption } from "@bufbuild/protobuf";
+import {
+  type DescField,
+  type DescMessage,
+  type DescMethod,
+  getOption,
+  hasOption,
+} from "@bufbuild/protobuf";
 import { http } from "../../../gen/google/api/annotations_pb.js";
 import type { HttpRule } from "../../../gen/google/api/http_pb.js";
 import type { UnarySpec } from "../unary.js";
@@ -36,13 +42,14 @@ export interface Route {
 }
 
 /** The HTTP bindings of a method's `google.api.http` option, additional bindings included. */
-function bindingsOf(spec: UnarySpec): HttpRule[] {
-  if (!hasOption(spec.method, http)) return [];
-  const rule = getOption(spec.method, http);
+export function httpRulesOf(method: DescMethod): HttpRule[] {
+  if (!hasOption(method, http)) return [];
+  const rule = getOption(method, http);
   return [rule, ...rule.additionalBindings];
 }
 
-function methodAndPath(rule: HttpRule): { httpMethod: string; path: string } | undefined {
+/** The HTTP method (upper case) and path template of a binding; undefined when it has none. */
+export function methodAndPath(rule: HttpRule): { httpMethod: string; path: string } | undefined {
   const p = rule.pattern;
   switch (p.case) {
     case undefined:
@@ -84,7 +91,7 @@ export function buildRoutes(specs: readonly UnarySpec[]): Route[] {
   for (const spec of specs) {
     const method = spec.method;
     const rpc = `${method.parent.typeName}.${method.name}`;
-    const rules = bindingsOf(spec);
+    const rules = httpRulesOf(method);
     if (rules.length > 0) index.add(method.input);
     for (const rule of rules) {
       const mp = methodAndPath(rule);
