@@ -2,6 +2,7 @@ import { Registry } from "prom-client";
 import type { ApiKeys } from "./apikeys/api-keys.js";
 import { createApiKeysModule } from "./apikeys/module.js";
 import {
+  type AuditCheckpoints,
   type AuditWriter,
   auditRefusedCalls,
   createAuditCheckpoints,
@@ -58,6 +59,8 @@ export interface Core {
   /** This core's metrics (on its own registry) and where they are served (docs/operations.md). */
   metrics: Metrics;
   metricsAt: { url: string; access: string };
+  /** The audit log's signed checkpoints (tests write one at will). */
+  auditCheckpoints: AuditCheckpoints;
   /** The REST routes this core serves and each method's auth rule (checked against gen/openapi.json). */
   api: ServedApi;
   close(): Promise<void>;
@@ -180,6 +183,11 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       gateway: gateway.gateway,
       policy: () => policyArea.current(),
       settings: settingsArea.live,
+      pluginDeclares: async (pluginId, operation) => {
+        const plugins = await gateway.registry.list();
+        const plugin = plugins.find((p) => p.manifest.id === pluginId);
+        return plugin !== undefined && Object.hasOwn(plugin.manifest.endpoints, operation);
+      },
     });
     const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });
     const { listener, handlers, api } = createApp({
@@ -198,7 +206,10 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
           resetMfa: (tx, userId) => identity.mfa.reset(tx, userId),
         }),
         apiKeysArea.module,
-        createAuditQueryModule({ db }),
+        createAuditQueryModule({
+          db,
+          trustedCheckpointKeys: config.auditCheckpoints.keys.trusted,
+        }),
         settingsArea.module,
         policyModule,
         ...gateway.modules,
@@ -287,6 +298,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       policy: policyArea,
       metrics,
       metricsAt: { url: metricsUrl, access: metricsEndpoint.access },
+      auditCheckpoints: checkpoints,
       api,
       async close() {
         await server.close();

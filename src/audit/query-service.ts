@@ -4,11 +4,49 @@ import { type AuditEvent, AuditService } from "../../gen/traitgate/admin/v1/audi
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { Queryable } from "../storage/index.js";
+import { type AuditChainState, auditChainState } from "./chain-state.js";
+import type { CheckpointPublicKey } from "./checkpoint-keys.js";
 import { type AuditEventRow, type AuditQuery, createAuditQuery } from "./query.js";
 
 /** Thin Connect handlers for reading the audit log. */
-export function createAuditService(query: AuditQuery): ServiceImpl<typeof AuditService> {
+export function createAuditService(
+  query: AuditQuery,
+  chainState: () => Promise<AuditChainState>,
+): ServiceImpl<typeof AuditService> {
   return {
+    async getAuditChainState() {
+      const state = await chainState();
+      const { checkpoint, verification: v } = state;
+      return {
+        headSeq: BigInt(state.head?.seq ?? 0),
+        headHash: state.head?.hash ?? "",
+        ...(checkpoint
+          ? {
+              checkpoint: {
+                eventSeq: BigInt(checkpoint.eventSeq),
+                signedSeq: BigInt(checkpoint.checkpoint?.seq ?? 0),
+                signedHash: checkpoint.checkpoint?.hash ?? "",
+                ...(checkpoint.checkpoint
+                  ? { signedAt: timestampFromDate(new Date(checkpoint.checkpoint.time)) }
+                  : {}),
+                keyId: checkpoint.checkpoint?.keyId ?? "",
+                status: checkpoint.status,
+                message: checkpoint.message,
+              },
+            }
+          : {}),
+        verification: {
+          state: v.state,
+          start: v.start,
+          startSeq: BigInt(v.startSeq),
+          checked: BigInt(v.checked),
+          unchecked: BigInt(v.unchecked),
+          brokenSeq: BigInt(v.broken?.seq ?? 0),
+          brokenReason: v.broken?.reason ?? "",
+          brokenMessage: v.broken?.message ?? "",
+        },
+      };
+    },
     async listAuditEvents(req) {
       const page = await query.list({
         pageSize: req.pageSize,
@@ -44,20 +82,26 @@ function toMessage(event: AuditEventRow): Omit<AuditEvent, "$typeName"> {
   };
 }
 
-/** How AuditService's method is protected (also read by the OpenAPI generator). */
-export const auditQueryAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
-  [
-    `${AuditService.typeName}/ListAuditEvents`,
+/** How AuditService's methods are protected (also read by the OpenAPI generator). */
+export const auditQueryAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>(
+  AuditService.methods.map((m) => [
+    `${AuditService.typeName}/${m.name}`,
     requireAuth({ roles: ["admin", "auditor"], apiKeyScopes: ["audit:read"] }),
-  ],
-]);
+  ]),
+);
 
 /**
  * Wires the audit query API: role `admin` or `auditor` and an API key with `audit:read`.
  * Reading is not audited (docs/audit.md, "Audit API").
  */
-export function createAuditQueryModule(deps: { db: Queryable }): ServiceModule {
-  const service = createAuditService(createAuditQuery(deps));
+export function createAuditQueryModule(deps: {
+  db: Queryable;
+  /** The keys checkpoints are checked with (AUDIT_CHECKPOINT_KEY and the previous ones). */
+  trustedCheckpointKeys: readonly CheckpointPublicKey[];
+}): ServiceModule {
+  const service = createAuditService(createAuditQuery(deps), () =>
+    auditChainState(deps.db, { trusted: deps.trustedCheckpointKeys }),
+  );
   return {
     services: [AuditService],
     register: (router) => router.service(AuditService, service),

@@ -19,6 +19,8 @@ export type AuditChainReport =
       count: number;
       /** The newest event, to record elsewhere: a chain cut after it would verify too. */
       head: { seq: string; hash: string } | null;
+      /** Set when `maxEvents` stopped it: events after `head` were not checked. */
+      limited?: true;
     }
   | {
       ok: false;
@@ -37,6 +39,13 @@ export interface VerifyOptions {
    * (null for the first): checkpoints and expected heads are checked this way (command.ts).
    */
   onEvent?: (event: StoredEvent, previous: { seq: string; hash: string } | null) => void;
+  /**
+   * Start after this event, trusting its hash (a signed checkpoint's head), instead of at
+   * the genesis value; `head` then starts as this event.
+   */
+  start?: { seq: string; hash: string };
+  /** Check at most this many events (the console's bounded check); then `limited`. */
+  maxEvents?: number;
 }
 
 /**
@@ -53,11 +62,14 @@ export async function verifyAuditChain(
     throw new Error("verify pageSize must be a positive integer");
   }
   let count = 0;
-  let after = beforeFirstSeq;
-  let expectedPrev = genesisHash;
-  let head: { seq: string; hash: string } | null = null;
+  let after = options.start?.seq ?? beforeFirstSeq;
+  let expectedPrev = options.start?.hash ?? genesisHash;
+  let head: { seq: string; hash: string } | null = options.start ?? null;
+  const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
   for (;;) {
-    const page = await readEventsAfter(db, after, pageSize);
+    if (count >= max) return { ok: true, count, head, limited: true };
+    const asked = Math.min(pageSize, max - count);
+    const page = await readEventsAfter(db, after, asked);
     for (const event of page) {
       const broken = (reason: BrokenReason, message: string): AuditChainReport => ({
         ok: false,
@@ -67,7 +79,7 @@ export async function verifyAuditChain(
       if (event.prevHash !== expectedPrev) {
         return broken(
           "prev_hash_mismatch",
-          count === 0
+          count === 0 && options.start === undefined
             ? "prev_hash of the first event is not the genesis value: events before it were removed"
             : "prev_hash does not match the previous event's hash: an event before it was " +
                 "removed, reordered or rewritten",
@@ -86,7 +98,9 @@ export async function verifyAuditChain(
     }
     if (page.length > 0) options.onProgress?.(count);
     const last = page.at(-1);
-    if (page.length < pageSize || last === undefined) return { ok: true, count, head };
+    if (last === undefined || page.length < asked) {
+      return { ok: true, count, head };
+    }
     after = last.seq;
   }
 }

@@ -9,6 +9,8 @@ import { addressRefusedCode, type ConnectGuard } from "./connect-guard.js";
  */
 
 export interface ForwardRequest {
+  /** POST (gateway calls, the default) or GET (health checks: no body). */
+  method?: "POST" | "GET";
   host: string;
   port: number;
   path: string;
@@ -68,14 +70,17 @@ export function createForwarder(options: {
           host: target.host,
           lookup: options.guard.lookup,
           port: req.port,
-          method: "POST",
+          method: req.method ?? "POST",
           path: req.path,
-          headers: {
-            ...req.headers,
-            "content-type": "application/json",
-            "content-length": String(req.body.length),
-            accept: "application/json",
-          },
+          headers:
+            req.method === "GET"
+              ? { ...req.headers, accept: "application/json" }
+              : {
+                  ...req.headers,
+                  "content-type": "application/json",
+                  "content-length": String(req.body.length),
+                  accept: "application/json",
+                },
         });
         // The error listener comes first: destroying a request emits `error`, and an
         // `error` event without a listener would stop the process.
@@ -119,7 +124,8 @@ export function createForwarder(options: {
             settle({ kind: "unreachable", cause: err.code ?? err.message }),
           );
         });
-        outgoing.end(req.body);
+        if (req.method === "GET") outgoing.end();
+        else outgoing.end(req.body);
       });
     },
     close: () => agent.destroy(),

@@ -29,6 +29,7 @@ import type { PluginRecord } from "./plugin-store.js";
 import { createPluginStore } from "./plugin-store.js";
 import { createPluginRegistry, credentialPrefix, type PluginRegistry } from "./plugins.js";
 import { enginePluginPolicy, engineTraitCheck } from "./policy.js";
+import { createPluginReachability } from "./reachability.js";
 import {
   createGatewayService,
   createOperatorAllowlistService,
@@ -85,15 +86,16 @@ export interface GatewayArea {
 
 const admin = (scope: string) => requireAuth({ roles: ["admin"], apiKeyScopes: [scope] });
 
+/** PluginRegistryService methods that change nothing: `plugins:read`. */
+const readMethods = new Set(["ListPlugins", "GetPlugin", "CheckPluginReachability"]);
+
 /** How each method of the gateway's services is protected (also read by the OpenAPI generator). */
 export const gatewayAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, AuthRule>([
   ...PluginRegistryService.methods.map(
     (m) =>
       [
         `${PluginRegistryService.typeName}/${m.name}`,
-        admin(
-          m.name === "ListPlugins" || m.name === "GetPlugin" ? "plugins:read" : "plugins:write",
-        ),
+        admin(readMethods.has(m.name) ? "plugins:read" : "plugins:write"),
       ] as const,
   ),
   ...OperatorAllowlistService.methods.map(
@@ -189,6 +191,14 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     isDeadline: isConnectDeadline,
     ...(deps.onCallEnded ? { onCallEnded: deps.onCallEnded } : {}),
   });
+  const reachability = createPluginReachability({
+    forwarder,
+    manifests: async (pluginId) =>
+      pluginId === undefined
+        ? (await registry.list()).map((p) => p.manifest)
+        : [(await registry.get(pluginId)).manifest],
+    timeoutMs: deps.config.defaultTimeoutMs,
+  });
   const feed = createOperatorCallFeed({ db: deps.db });
   const refusedAdmin = auditRefusedCalls(deps.audit, { log: deps.log });
   // Anonymous refused calls are sampled per address, and the rest counted in one event at
@@ -215,7 +225,7 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
         services: [PluginRegistryService, OperatorAllowlistService, GatewayService],
         register: (router) =>
           router
-            .service(PluginRegistryService, createPluginRegistryService(registry))
+            .service(PluginRegistryService, createPluginRegistryService(registry, reachability))
             .service(OperatorAllowlistService, createOperatorAllowlistService(allowlist))
             .service(GatewayService, gatewayService),
         authRules: gatewayAuthRules,

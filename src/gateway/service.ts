@@ -21,13 +21,28 @@ import type {
   RegistryActor,
   RegistryMeta,
 } from "./plugins.js";
+import type { PluginReachabilityCheck } from "./reachability.js";
 
 /** Thin Connect handlers of the operator lane: parse → call the domain → map the result. */
 
 export function createPluginRegistryService(
   registry: PluginRegistry,
+  reachability: PluginReachabilityCheck,
 ): ServiceImpl<typeof PluginRegistryService> {
   return {
+    async checkPluginReachability(req, ctx) {
+      const checked = await reachability.check(req.pluginId, ctx.signal);
+      return {
+        plugins: checked.map((r) => ({
+          pluginId: r.pluginId,
+          state: r.state,
+          httpStatus: r.httpStatus,
+          detail: r.detail,
+          latencyMs: r.latencyMs,
+          checkedAt: timestampFromDate(r.checkedAt),
+        })),
+      };
+    },
     async registerPlugin(req, ctx) {
       noStore(ctx);
       const created = await registry.register(

@@ -43,6 +43,12 @@ export interface BackendRequest {
   origin?: RequestOrigin | undefined;
 }
 
+/** How much a backend holds. */
+export interface BackendStats {
+  documents: number;
+  chunks: number;
+}
+
 export interface RagBackend {
   /** Replaces the document's chunks; the number indexed. */
   index(doc: BackendDocument, request: BackendRequest, options?: IndexOptions): Promise<number>;
@@ -50,6 +56,8 @@ export interface RagBackend {
     input: { q: string; topK: number; userTraits: readonly string[] },
     request: BackendRequest,
   ): Promise<BackendHit[]>;
+  /** Its document and chunk counts; undefined when it does not report them. */
+  stats(request: BackendRequest): Promise<BackendStats | undefined>;
 }
 
 /** The built-in store (src/rag) on the core's database. */
@@ -79,14 +87,26 @@ export function builtinBackend(rag: Rag): RagBackend {
     async query(input) {
       return rag.query({ q: input.q, vector: [], topK: input.topK, userTraits: input.userTraits });
     },
+    stats: () => rag.stats(),
   };
 }
 
 /** The core's identity on the operator lane. */
 export const aiCoreCaller: GatewayCaller = { kind: "service", id: "ai-core", name: "ai-core" };
 
-/** A plugin through the gateway (allowlist, policy and audit apply), as `ai-core`. */
-export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
+/** The optional operation a RAG plugin reports its counts with (docs/rag.md). */
+export const ragStatsOperation = "rag_stats";
+
+/**
+ * A plugin through the gateway (allowlist, policy and audit apply), as `ai-core`.
+ * `declares` says whether the plugin's manifest has an operation: counts are asked only
+ * of a plugin that declares rag_stats.
+ */
+export function pluginBackend(
+  gateway: Gateway,
+  pluginId: string,
+  declares: (pluginId: string, operation: string) => Promise<boolean>,
+): RagBackend {
   const call = (operation: string, payload: JsonObject, request: BackendRequest) =>
     gateway.call({
       caller: aiCoreCaller,
@@ -136,7 +156,25 @@ export function pluginBackend(gateway: Gateway, pluginId: string): RagBackend {
       if (!Array.isArray(reply.items)) throw badReply("items is not a list");
       return reply.items.map(hitOf);
     },
+    async stats(request) {
+      if (!(await declares(pluginId, ragStatsOperation))) return undefined;
+      const reply = await call(ragStatsOperation, {}, request);
+      return { documents: count(reply.documents), chunks: count(reply.chunks) };
+    },
   };
+}
+
+/**
+ * A count in a plugin's JSON reply: a number, or a decimal string (int64 in proto JSON);
+ * absent is 0 (proto JSON leaves zero values out).
+ */
+function count(value: unknown): number {
+  if (value === undefined) return 0;
+  const n = typeof value === "string" && /^\d+$/.test(value) ? Number(value) : value;
+  if (typeof n !== "number" || !Number.isSafeInteger(n) || n < 0) {
+    throw badReply("documents and chunks must be counts");
+  }
+  return n;
 }
 
 /** The reason of a plugin's error body (`{code, message, details: [{reason}]}`). */

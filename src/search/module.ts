@@ -11,7 +11,13 @@ import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { LiveSettings } from "../settings/live.js";
 import type { Database } from "../storage/index.js";
-import { builtinBackend, pluginBackend, type RagBackend } from "./backend.js";
+import {
+  type BackendRequest,
+  type BackendStats,
+  builtinBackend,
+  pluginBackend,
+  type RagBackend,
+} from "./backend.js";
 import { createIngestStore } from "./ingest-store.js";
 import { createSearch, type Search } from "./search.js";
 import { createSearchService, SearchService } from "./service.js";
@@ -23,6 +29,15 @@ export interface SearchModuleDeps {
   gateway: Gateway;
   policy: () => PolicyEngine;
   settings: Pick<LiveSettings, "current">;
+  /** Does a registered plugin's manifest declare this operation? */
+  pluginDeclares: (pluginId: string, operation: string) => Promise<boolean>;
+}
+
+/** What GetRagStats answers: the chosen backend and its counts, if it reports them. */
+export interface RagStats {
+  backend: "builtin" | "plugin";
+  pluginId: string;
+  counts: BackendStats | undefined;
 }
 
 /** The built-in store's shape: the local embedder's default dimension and HNSW parameters. */
@@ -36,7 +51,7 @@ const unusable = (why: string, cause: unknown): RagBackend => {
   const fail = async (): Promise<never> => {
     throw unavailable("RAG_BACKEND_UNAVAILABLE", why, { cause });
   };
-  return { index: fail, query: fail };
+  return { index: fail, query: fail, stats: fail };
 };
 
 /** How each method of SearchService is protected (also read by the OpenAPI generator). */
@@ -44,6 +59,10 @@ export const searchAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, Au
   [`${SearchService.typeName}/Search`, requireAuth()],
   // The capability (capability:ingest) is checked by the domain, through the trait registry.
   [`${SearchService.typeName}/Ingest`, requireAuth()],
+  [
+    `${SearchService.typeName}/GetRagStats`,
+    requireAuth({ roles: ["admin"], apiKeyScopes: ["plugins:read"] }),
+  ],
 ]);
 
 /** Wires search and ingestion: any signed-in caller searches; ingestion checks its capability. */
@@ -80,33 +99,47 @@ export function createSearchModule(deps: SearchModuleDeps): {
     index: async (doc, request, options) =>
       (await builtinBackendOnce()).index(doc, request, options),
     query: async (input, request) => (await builtinBackendOnce()).query(input, request),
+    stats: async (request) => (await builtinBackendOnce()).stats(request),
+  };
+  const chosen = (): { key: string; backend: RagBackend } => {
+    const values = deps.settings.current().values;
+    if (values["rag.backend"] === "plugin") {
+      const pluginId = String(values["rag.plugin_id"] ?? "");
+      if (pluginId === "") {
+        return {
+          key: "plugin:",
+          backend: unusable("rag.backend is plugin but rag.plugin_id is empty", undefined),
+        };
+      }
+      return {
+        key: `plugin:${pluginId}`,
+        backend: pluginBackend(deps.gateway, pluginId, deps.pluginDeclares),
+      };
+    }
+    return { key: "builtin", backend: lazyBuiltin };
   };
   const search = createSearch({
-    backend: () => {
-      const values = deps.settings.current().values;
-      if (values["rag.backend"] === "plugin") {
-        const pluginId = String(values["rag.plugin_id"] ?? "");
-        if (pluginId === "") {
-          return {
-            key: "plugin:",
-            backend: unusable("rag.backend is plugin but rag.plugin_id is empty", undefined),
-          };
-        }
-        return { key: `plugin:${pluginId}`, backend: pluginBackend(deps.gateway, pluginId) };
-      }
-      return { key: "builtin", backend: lazyBuiltin };
-    },
+    backend: chosen,
     policy: deps.policy,
     ingested: createIngestStore(deps.db),
     audit: deps.audit,
     log,
     topKDefault: () => Number(deps.settings.current().values["rag.top_k_default"] ?? 5) || 5,
   });
+  const ragStats = async (request: BackendRequest): Promise<RagStats> => {
+    const { key, backend } = chosen();
+    const counts = await backend.stats(request);
+    return {
+      backend: key === "builtin" ? "builtin" : "plugin",
+      pluginId: key.startsWith("plugin:") ? key.slice("plugin:".length) : "",
+      counts,
+    };
+  };
   return {
     search,
     module: {
       services: [SearchService],
-      register: (router) => router.service(SearchService, createSearchService(search)),
+      register: (router) => router.service(SearchService, createSearchService(search, ragStats)),
       authRules: searchAuthRules,
     },
   };

@@ -237,6 +237,13 @@ describe.runIf(browserAvailable())("admin console: sign-in and access", () => {
 
     it("sees read-only pages: audit, settings, no API keys", async () => {
       expect(await navLinks(page)).toEqual(["Overview", "Settings", "Audit", "Operator calls"]);
+      // The overview's audit chain state (no signed checkpoint: AUDIT_CHECKPOINT_KEY unset),
+      // and no plugin card: plugins are not the auditor's.
+      await page
+        .locator("#chain-verification", { hasText: /^Verified: \d+ events from the first event/ })
+        .waitFor();
+      await page.locator("#chain-checkpoint", { hasText: /^none/ }).waitFor();
+      expect(await page.getByRole("region", { name: "Plugins" }).count()).toBe(0);
       await page.getByRole("link", { name: "Settings" }).click();
       await page.getByText(/Read-only/).waitFor();
       expect(await page.getByRole("button", { name: /^Save/ }).count()).toBe(0);
@@ -246,6 +253,7 @@ describe.runIf(browserAvailable())("admin console: sign-in and access", () => {
       await page.getByRole("link", { name: "Audit" }).click();
       await page.getByRole("button", { name: "Export as JSON lines" }).waitFor();
       await page.locator("table.events tbody tr").first().waitFor();
+      await page.locator("#chain-verification", { hasText: /^Verified: / }).waitFor();
       expect(await axeViolations(page)).toEqual([]);
     });
 
@@ -282,6 +290,9 @@ describe.runIf(browserAvailable())("admin console: sign-in and access", () => {
         status: 403,
         reason: "CONSOLE_PAGE",
       });
+      expect(
+        await call("traitgate.gateway.v1.PluginRegistryService/CheckPluginReachability", {}),
+      ).toEqual({ status: 403, reason: "CONSOLE_PAGE" });
     });
 
     it("is signed out at once when deactivated", async () => {

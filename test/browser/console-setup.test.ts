@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from "node:crypto";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Browser, Page } from "playwright-core";
@@ -27,7 +28,10 @@ const corpus = join(import.meta.dirname, "../../examples/corpus");
  * a service account for ai-core (its secret shown once), the RAG plugin registered from its
  * manifest (credentials shown once), ai-core allowlisted for rag_index and rag_query, Backend =
  * Plugin, the sample corpus ingested folder by folder; then a clinician and a viewer searching
- * get different results. Also the Policy page, and axe on every page it visits.
+ * get different results. Also the Policy page, and axe on every page it visits. Beyond the
+ * acceptance: the plugin registered from the form (field errors next to the fields), its
+ * reachability on the Plugins page and the Overview, the document and chunk counts of the
+ * built-in store and of the plugin on the RAG page, and the audit chain's verification state.
  */
 describe.runIf(browserAvailable())("admin console: the platform's setup", () => {
   let server: TestServer;
@@ -42,7 +46,13 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
   };
 
   beforeAll(async () => {
-    server = await startTestServer();
+    const checkpointKey = generateKeyPairSync("ed25519").privateKey.export({
+      format: "pem",
+      type: "pkcs8",
+    });
+    server = await startTestServer({
+      env: { AUDIT_CHECKPOINT_KEY: String(checkpointKey), AUDIT_CHECKPOINT_INTERVAL_SECONDS: "0" },
+    });
     await server.createUser(admin.username, admin.password, ["admin"]);
     await server.createUser(people.clinician.username, people.clinician.password, ["clinician"]);
     await server.createUser(people.viewer.username, people.viewer.password, ["viewer"]);
@@ -90,6 +100,19 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
     expect(await page.content()).not.toContain(secret);
   });
 
+  it("counts the built-in store's documents and chunks on the RAG page", async () => {
+    await openPage("RAG");
+    const counts = (text: string) => page.locator("#rag-counts", { hasText: text }).waitFor();
+    await counts("Built-in store: 0 documents, 0 chunks.");
+    await page.getByLabel("Or a folder").setInputFiles(join(corpus, "public"));
+    await page.getByLabel("Classification").fill("public");
+    await page.getByRole("button", { name: /^Ingest \d+ file/ }).click();
+    await page.getByText(/(\d+) of \1 documents sent \((\d+) chunks/).waitFor();
+    const sent = (await page.getByText(/documents sent/).textContent()) ?? "";
+    const chunks = /\((\d+) chunks/.exec(sent)?.[1];
+    await counts(`Built-in store: 2 documents, ${chunks} chunks.`);
+  });
+
   it("registers the RAG plugin from its manifest, with field errors and credentials shown once", async () => {
     await openPage("Plugins");
     const manifest = (host: string) =>
@@ -102,18 +125,57 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
         endpoints: { rag_index: "/rag/index", rag_query: "/rag/query" },
         traits: ["compliance:hipaa"],
       });
-    // A metadata address is refused, next to the manifest.
+    // Pasted JSON: a metadata address is refused, next to the manifest.
+    await page.getByLabel("Paste JSON").check();
     await page.getByLabel("Manifest (JSON)").fill(manifest("169.254.169.254"));
     await page.getByRole("button", { name: "Register" }).click();
     await page.locator("#manifest-error").waitFor();
     expect(await page.locator("#manifest-error").textContent()).toMatch(/host/);
     expect(await server.core.plugins.exists("rag")).toBe(false);
 
-    await page.getByLabel("Manifest (JSON)").fill(manifest("127.0.0.1"));
+    // The form: the same refusal next to the Host field, then registered once it is fixed.
+    await page.getByLabel("Fill a form").check();
+    await page.getByLabel("Id", { exact: true }).fill("rag");
+    await page.getByLabel("Name", { exact: true }).fill("Retrieval");
+    await page.getByLabel("Plugin type").fill("retrieval");
+    await page.getByLabel("Host", { exact: true }).fill("169.254.169.254");
+    await page.getByLabel("Port", { exact: true }).fill(String(pluginPort));
+    await page
+      .getByLabel("Endpoints")
+      .fill(
+        "rag_index /rag/index\nrag_query /rag/query\nrag_stats /traitgate.rag.v1.RagPluginService/Stats",
+      );
+    await page.getByLabel("Traits", { exact: true }).fill("compliance:hipaa");
+    await page.getByRole("button", { name: "Register" }).click();
+    const hostError = page.locator("#plugin-host-error");
+    await hostError.waitFor();
+    expect(await hostError.textContent()).toMatch(/^host: /);
+    expect(await page.getByLabel("Host", { exact: true }).getAttribute("aria-invalid")).toBe(
+      "true",
+    );
+    expect(await server.core.plugins.exists("rag")).toBe(false);
+    await screenshot(page, "plugins-form-error");
+    expect(await axeViolations(page)).toEqual([]);
+
+    await page.getByLabel("Host", { exact: true }).fill("127.0.0.1");
     await page.getByRole("button", { name: "Register" }).click();
     const credential = (await page.locator("#plugin-credential").textContent()) ?? "";
     const coreSecret = (await page.locator("#plugin-core-secret").textContent()) ?? "";
     expect(credential).toMatch(/^tgp_/);
+    expect((await server.core.plugins.get("rag")).manifest).toMatchObject({
+      host: "127.0.0.1",
+      port: pluginPort,
+      traits: ["compliance:hipaa"],
+      endpoints: {
+        rag_index: "/rag/index",
+        rag_query: "/rag/query",
+        rag_stats: "/traitgate.rag.v1.RagPluginService/Stats",
+      },
+    });
+    // Nothing listens on its port yet.
+    const reach = (text: RegExp) =>
+      page.locator('.reach[data-plugin="rag"]', { hasText: text }).waitFor();
+    await reach(/^unreachable \(ECONNREFUSED\)/);
     plugin = await startRagPlugin({
       config: {
         ...loadRagConfig({ CORE_SECRET: coreSecret, PORT: String(pluginPort), HOST: "127.0.0.1" }),
@@ -123,14 +185,16 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
       db: await pgliteTarget.open(),
     });
     await page.getByRole("rowheader", { name: /^rag/ }).waitFor();
+    await page.getByRole("button", { name: "Check reachability" }).click();
+    await reach(/^reachable \(HTTP 200, \d+ ms\)/);
 
     await page.getByLabel("Caller").fill("ai-core");
     await page.getByLabel("Target plugin").fill("rag");
-    await page.getByLabel("Operations").fill("rag_index, rag_query");
+    await page.getByLabel("Operations").fill("rag_index, rag_query, rag_stats");
     await page.getByRole("button", { name: "Allow" }).click();
     await page
       .getByRole("region", { name: "Operator allowlist" })
-      .getByRole("cell", { name: "rag_index, rag_query" })
+      .getByRole("cell", { name: "rag_index, rag_query, rag_stats" })
       .waitFor();
     await screenshot(page, "plugins");
     expect(await axeViolations(page)).toEqual([]);
@@ -141,13 +205,14 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
     expect(html).not.toContain(coreSecret);
   });
 
-  it("sets Backend = Plugin and ingests the sample corpus with progress", async () => {
+  it("sets Backend = Plugin and ingests the sample corpus with progress and the plugin's counts", async () => {
     await openPage("RAG");
     await page.getByRole("combobox", { name: "Backend" }).selectOption("plugin");
     await page.getByRole("combobox", { name: "Plugin", exact: true }).selectOption("rag");
     await page.getByRole("button", { name: "Save" }).click();
     await page.getByText(/Saved: rag\.backend, rag\.plugin_id/).waitFor();
     expect(server.core.settings.current().values["rag.backend"]).toBe("plugin");
+    await page.locator("#rag-counts", { hasText: "Plugin rag: 0 documents, 0 chunks." }).waitFor();
 
     const folders = [
       { folder: "public", traits: "", classification: "public", files: 2 },
@@ -161,6 +226,14 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
       await page.getByRole("button", { name: /^Ingest \d+ file/ }).click();
       await page.getByText(/(\d+) of \1 documents sent/).waitFor();
     }
+    // The counts the plugin reports through the gateway (as ai-core, operation rag_stats).
+    const stats = await plugin?.rag.stats();
+    expect(stats?.documents).toBeGreaterThan(4);
+    await page
+      .locator("#rag-counts", {
+        hasText: `Plugin rag: ${stats?.documents} documents, ${stats?.chunks} chunks.`,
+      })
+      .waitFor();
     await screenshot(page, "rag");
     expect(await axeViolations(page)).toEqual([]);
   });
@@ -180,6 +253,68 @@ describe.runIf(browserAvailable())("admin console: the platform's setup", () => 
     };
     expect(await searchAs(people.clinician)).toEqual(["clinical", "public", "staff"]);
     expect(await searchAs(people.viewer)).toEqual(["public", "staff"]);
+  });
+
+  it("shows plugin reachability and the audit chain's state on the overview and the audit page", async () => {
+    await openPage("Overview");
+    await page
+      .getByRole("region", { name: "Plugins" })
+      .getByText(/^reachable \(HTTP 200/)
+      .waitFor();
+    await page.locator("#chain-checkpoint", { hasText: /^none/ }).waitFor();
+    await page
+      .locator("#chain-verification", { hasText: /^Verified: \d+ events from the first event/ })
+      .waitFor();
+
+    const signed = await server.core.auditCheckpoints.checkpoint("interval");
+    expect(signed).toBeDefined();
+    await page.getByRole("button", { name: "Verify again" }).click();
+    await page
+      .locator("#chain-checkpoint", {
+        hasText: new RegExp(`^valid: signs event #${signed?.seq} at `),
+      })
+      .waitFor();
+    await page
+      .locator("#chain-verification", {
+        hasText: new RegExp(
+          `^Verified: \\d+ events? after the signed checkpoint's head \\(event #${signed?.seq}\\)`,
+        ),
+      })
+      .waitFor();
+    await screenshot(page, "overview-state");
+    expect(await axeViolations(page)).toEqual([]);
+
+    await openPage("Audit");
+    await page
+      .locator("#chain-verification", {
+        hasText: new RegExp(`after the signed checkpoint's head \\(event #${signed?.seq}\\)`),
+      })
+      .waitFor();
+    expect(await axeViolations(page)).toEqual([]);
+  });
+
+  it("says when the plugin in use does not report counts", async () => {
+    await server.core.plugins.register(
+      { kind: "system", id: "" },
+      { requestId: "test-rag2" },
+      {
+        id: "rag2",
+        name: "Retrieval without counts",
+        pluginType: "retrieval",
+        endpoints: { rag_index: "/rag/index", rag_query: "/rag/query" },
+        host: "127.0.0.1",
+        port: pluginPort,
+        traits: [],
+      },
+      false,
+    );
+    await openPage("RAG");
+    await page.getByRole("combobox", { name: "Plugin", exact: true }).selectOption("rag2");
+    await page.getByRole("button", { name: "Save" }).click();
+    await page.getByText(/Saved: rag\.plugin_id/).waitFor();
+    await page
+      .locator("#rag-counts", { hasText: "Plugin rag2: not reported by the plugin" })
+      .waitFor();
   });
 
   it("shows the policy: versions, the trait tree and an Explain", async () => {

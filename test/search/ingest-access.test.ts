@@ -34,6 +34,7 @@ function setup(db: Database) {
       return doc.chunks.length;
     },
     query: async () => [],
+    stats: async () => undefined,
   };
   const search = createSearch({
     backend: () => ({ key: "builtin", backend }),

@@ -27,6 +27,7 @@ function setup(hits: BackendHit[], records: Record<string, Partial<IngestRecord>
   const backend: RagBackend = {
     index: async () => 0,
     query: async () => hits,
+    stats: async () => undefined,
   };
   const ingested: IngestStore = {
     find: async () => undefined,
@@ -114,6 +115,36 @@ describe("the plugin backend", () => {
     },
   });
   const sent: Record<string, unknown>[] = [];
+  const declaresNothing = async () => false;
+
+  it("asks a plugin for its counts only when its manifest declares rag_stats", async () => {
+    const calls: { operation: string; pluginId: string }[] = [];
+    let reply: Record<string, unknown> = { documents: "12", chunks: 40, dimension: 1536 };
+    const gateway = {
+      call: async (input: { operation: string; pluginId: string }) => {
+        calls.push({ operation: input.operation, pluginId: input.pluginId });
+        return reply;
+      },
+    };
+    const silent = pluginBackend(gateway as never, "rag", declaresNothing);
+    expect(await silent.stats({ requestId: "r1" })).toBeUndefined();
+    expect(calls).toEqual([]);
+    const asked: string[] = [];
+    const reporting = pluginBackend(gateway as never, "rag", async (id, op) => {
+      asked.push(`${id}/${op}`);
+      return op === "rag_stats";
+    });
+    expect(await reporting.stats({ requestId: "r2" })).toEqual({ documents: 12, chunks: 40 });
+    expect(asked).toEqual(["rag/rag_stats"]);
+    expect(calls).toEqual([{ operation: "rag_stats", pluginId: "rag" }]);
+    // Proto JSON leaves zero counts out.
+    reply = {};
+    expect(await reporting.stats({ requestId: "r3" })).toEqual({ documents: 0, chunks: 0 });
+    reply = { documents: "many", chunks: 1 };
+    await expect(reporting.stats({ requestId: "r4" })).rejects.toMatchObject({
+      reason: "PLUGIN_BAD_REPLY",
+    });
+  });
 
   it("turns the plugin's refusal of an access change into the core's own, and asks for one only when told", async () => {
     const refusal = new PluginError(409, {
@@ -121,7 +152,7 @@ describe("the plugin backend", () => {
       message: "document doc-1 is already indexed with other required traits",
       details: [{ reason: "DOCUMENT_ACCESS_CHANGE" }],
     });
-    const backend = pluginBackend(failingWith(refusal) as never, "rag");
+    const backend = pluginBackend(failingWith(refusal) as never, "rag", declaresNothing);
     await expect(
       backend.index({ ...doc, chunks: ["x"] }, { requestId: "r1" }),
     ).rejects.toMatchObject({
@@ -138,6 +169,7 @@ describe("the plugin backend", () => {
     const other = pluginBackend(
       failingWith(new PluginError(409, { code: "aborted" })) as never,
       "rag",
+      declaresNothing,
     );
     await expect(other.index({ ...doc, chunks: ["x"] }, { requestId: "r3" })).rejects.toMatchObject(
       {

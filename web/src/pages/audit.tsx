@@ -6,6 +6,7 @@ import {
   AuditService,
   type ListAuditEventsRequestSchema,
 } from "../../../gen/traitgate/admin/v1/audit_pb.js";
+import { ChainState } from "../chain-state.js";
 import { formatTime, useLoad } from "../load.js";
 import type { PageProps } from "../pages.js";
 import { client, type ShownError, shownError } from "../rpc.js";
@@ -37,7 +38,7 @@ function request(
   };
 }
 
-/** The audit log: filters, pages, an event's detail, export as JSON lines. */
+/** The audit log: the chain's verification state, filters, pages, an event's detail, export. */
 export function AuditPage(_: PageProps) {
   const audit = client(AuditService);
   const [draft, setDraft] = useState<Filters>(none);
@@ -85,6 +86,7 @@ export function AuditPage(_: PageProps) {
 
   return (
     <div>
+      <ChainState />
       <form
         class="filters"
         onSubmit={(e) => {

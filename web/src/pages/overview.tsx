@@ -5,8 +5,10 @@ import {
 } from "../../../gen/grpc/health/v1/health_pb.js";
 import { AuditService } from "../../../gen/traitgate/admin/v1/audit_pb.js";
 import { PluginRegistryService } from "../../../gen/traitgate/gateway/v1/gateway_pb.js";
+import { ChainState } from "../chain-state.js";
 import { useLoad } from "../load.js";
 import type { PageProps } from "../pages.js";
+import { Reachability, useReachability } from "../reachability.js";
 import { client } from "../rpc.js";
 import { Empty, ErrorBox, Loading } from "../ui.js";
 
@@ -18,7 +20,7 @@ const time = (t: { seconds: bigint; nanos: number } | undefined) =>
         .slice(0, 19)
     : "";
 
-/** Health, plugins, the active policy version, the audit chain and recent refusals. */
+/** Health, plugins and their reachability, the active policy version, the audit chain, recent refusals. */
 export function OverviewPage({ session, shows }: PageProps) {
   const [health] = useLoad(() => client(Health).check({ service: "" }));
   return (
@@ -51,6 +53,7 @@ export function OverviewPage({ session, shows }: PageProps) {
 
 function Plugins() {
   const [plugins] = useLoad(() => client(PluginRegistryService).listPlugins({}));
+  const [reach] = useReachability();
   return (
     <section aria-labelledby="plugins-title" class="card">
       <h2 id="plugins-title">Plugins</h2>
@@ -63,7 +66,8 @@ function Plugins() {
         <ul>
           {plugins.data.plugins.map((p) => (
             <li key={p.manifest?.id}>
-              <strong>{p.manifest?.id}</strong> {p.enabled ? "enabled" : "disabled"}
+              <strong>{p.manifest?.id}</strong> {p.enabled ? "enabled" : "disabled"},{" "}
+              <Reachability id={p.manifest?.id ?? ""} reach={reach} />
             </li>
           ))}
         </ul>
@@ -73,49 +77,20 @@ function Plugins() {
 }
 
 function AuditState() {
-  const audit = client(AuditService);
-  const [state] = useLoad(async () => {
-    const [head, checkpoint, refusals] = await Promise.all([
-      audit.listAuditEvents({ pageSize: 1 }),
-      audit.listAuditEvents({ pageSize: 1, action: "audit_checkpoint" }),
-      audit.listAuditEvents({ pageSize: 10, outcome: "denied" }),
-    ]);
-    return { head: head.events[0], checkpoint: checkpoint.events[0], refusals: refusals.events };
-  });
+  const [state] = useLoad(() =>
+    client(AuditService).listAuditEvents({ pageSize: 10, outcome: "denied" }),
+  );
   return (
     <>
-      <section aria-labelledby="chain-title" class="card">
-        <h2 id="chain-title">Audit chain</h2>
-        {state.kind === "loading" ? <Loading what="the audit chain" /> : null}
-        {state.kind === "error" ? <ErrorBox error={state.error} /> : null}
-        {state.kind === "ready" ? (
-          <dl>
-            <dt>Head</dt>
-            <dd>
-              {state.data.head ? (
-                <>
-                  event #{String(state.data.head.seq)}, hash{" "}
-                  <code>{state.data.head.hash.slice(0, 16)}…</code>
-                </>
-              ) : (
-                "no event yet"
-              )}
-            </dd>
-            <dt>Last signed checkpoint</dt>
-            <dd>
-              {state.data.checkpoint
-                ? time(state.data.checkpoint.occurredAt)
-                : "none (AUDIT_CHECKPOINT_KEY unset, or not yet)"}
-            </dd>
-          </dl>
-        ) : null}
-      </section>
+      <ChainState />
       <section aria-labelledby="refusals-title" class="card wide">
         <h2 id="refusals-title">Recent refusals</h2>
-        {state.kind === "ready" && state.data.refusals.length === 0 ? (
+        {state.kind === "loading" ? <Loading what="recent refusals" /> : null}
+        {state.kind === "error" ? <ErrorBox error={state.error} /> : null}
+        {state.kind === "ready" && state.data.events.length === 0 ? (
           <Empty>No refusal recorded.</Empty>
         ) : null}
-        {state.kind === "ready" && state.data.refusals.length > 0 ? (
+        {state.kind === "ready" && state.data.events.length > 0 ? (
           <table>
             <thead>
               <tr>
@@ -126,7 +101,7 @@ function AuditState() {
               </tr>
             </thead>
             <tbody>
-              {state.data.refusals.map((e) => (
+              {state.data.events.map((e) => (
                 <tr key={e.eventId}>
                   <td>{time(e.occurredAt)}</td>
                   <td>{e.action}</td>

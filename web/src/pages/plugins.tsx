@@ -1,23 +1,27 @@
-import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { useState } from "preact/hooks";
 import {
   type Plugin,
-  PluginManifestSchema,
+  type PluginReachability,
   PluginRegistryService,
 } from "../../../gen/traitgate/gateway/v1/gateway_pb.js";
-import { formatTime, useLoad } from "../load.js";
+import { formatTime, type Loaded, useLoad } from "../load.js";
 import type { PageProps } from "../pages.js";
+import { Reachability, useReachability } from "../reachability.js";
 import { client, type ShownError, shownError } from "../rpc.js";
 import { ConfirmButton, ShownOnce } from "../shown-once.js";
 import { Empty, ErrorBox, Loading } from "../ui.js";
 import { Allowlist } from "./allowlist.js";
-
-type Credentials = { pluginId: string; credential: string; coreSecret: string };
+import { type Credentials, Register } from "./plugin-register.js";
 
 /** Plugins: register from a manifest, credentials shown once, enable/disable, rotate, delete. */
 export function PluginsPage(props: PageProps) {
   const registry = client(PluginRegistryService);
-  const [list, reload] = useLoad(() => registry.listPlugins({}));
+  const [list, reloadList] = useLoad(() => registry.listPlugins({}));
+  const [reach, recheck] = useReachability();
+  const reload = () => {
+    reloadList();
+    recheck();
+  };
   const [credentials, setCredentials] = useState<Credentials | undefined>();
   const [error, setError] = useState<ShownError | undefined>();
   const writable = props.can("plugins:write");
@@ -55,6 +59,9 @@ export function PluginsPage(props: PageProps) {
       ) : null}
       <section aria-labelledby="plugins-list-title">
         <h2 id="plugins-list-title">Registered plugins</h2>
+        <button type="button" class="secondary" onClick={recheck}>
+          Check reachability
+        </button>
         {error ? <ErrorBox error={error} /> : null}
         {list.kind === "loading" ? <Loading what="the plugins" /> : null}
         {list.kind === "error" ? <ErrorBox error={list.error} /> : null}
@@ -70,6 +77,7 @@ export function PluginsPage(props: PageProps) {
                 <th scope="col">Address</th>
                 <th scope="col">Operations</th>
                 <th scope="col">State</th>
+                <th scope="col">Reachability</th>
                 <th scope="col">Credentials issued</th>
                 <th scope="col">Actions</th>
               </tr>
@@ -79,6 +87,7 @@ export function PluginsPage(props: PageProps) {
                 <PluginRow
                   key={p.manifest?.id}
                   plugin={p}
+                  reach={reach}
                   writable={writable}
                   act={act}
                   onCredentials={setCredentials}
@@ -99,6 +108,7 @@ export function PluginsPage(props: PageProps) {
 
 function PluginRow(props: {
   plugin: Plugin;
+  reach: Loaded<Map<string, PluginReachability>>;
   writable: boolean;
   act: (fn: () => Promise<unknown>) => Promise<void>;
   onCredentials: (c: Credentials) => void;
@@ -121,6 +131,9 @@ function PluginRow(props: {
       </td>
       <td>{Object.keys(m?.endpoints ?? {}).join(", ")}</td>
       <td>{props.plugin.enabled ? "enabled" : "disabled"}</td>
+      <td>
+        <Reachability id={id} reach={props.reach} />
+      </td>
       <td>{formatTime(props.plugin.credentialsIssuedAt?.seconds)}</td>
       <td class="actions">
         {props.writable ? (
@@ -161,99 +174,5 @@ function PluginRow(props: {
         ) : null}
       </td>
     </tr>
-  );
-}
-
-const example = JSON.stringify(
-  {
-    id: "rag",
-    name: "Retrieval",
-    plugin_type: "retrieval",
-    host: "127.0.0.1",
-    port: 8081,
-    endpoints: { rag_index: "/index", rag_query: "/query" },
-    traits: [],
-  },
-  null,
-  2,
-);
-
-function Register({ onRegistered }: { onRegistered: (c: Credentials) => void }) {
-  const [text, setText] = useState("");
-  const [unlisted, setUnlisted] = useState(false);
-  const [error, setError] = useState<ShownError | undefined>();
-  const submit = async () => {
-    setError(undefined);
-    let manifest: ReturnType<typeof fromJson<typeof PluginManifestSchema>>;
-    try {
-      manifest = fromJson(PluginManifestSchema, JSON.parse(text) as JsonValue);
-    } catch (err) {
-      setError({
-        message: `The manifest is not valid JSON for a plugin manifest: ${(err as Error).message}`,
-        reason: "MANIFEST_JSON",
-        field: "manifest",
-        code: "",
-      });
-      return;
-    }
-    try {
-      const r = await client(PluginRegistryService).registerPlugin({
-        manifest,
-        allowUnlistedHost: unlisted,
-      });
-      setText("");
-      onRegistered({
-        pluginId: r.plugin?.manifest?.id ?? "",
-        credential: r.credentials?.credential ?? "",
-        coreSecret: r.credentials?.coreSecret ?? "",
-      });
-    } catch (err) {
-      setError(shownError(err));
-    }
-  };
-  const fieldNamed = error !== undefined && error.field !== "";
-  return (
-    <section aria-labelledby="register-title">
-      <h2 id="register-title">Register a plugin</h2>
-      <form
-        onSubmit={(e) => {
-          e.preventDefault();
-          void submit();
-        }}
-      >
-        {error && !fieldNamed ? <ErrorBox error={error} /> : null}
-        <div class="field wide-field">
-          <label for="manifest">Manifest (JSON)</label>
-          <textarea
-            id="manifest"
-            rows={10}
-            value={text}
-            placeholder={example}
-            aria-invalid={fieldNamed ? "true" : undefined}
-            aria-describedby={fieldNamed ? "manifest-error" : "manifest-hint"}
-            onInput={(e) => setText((e.currentTarget as HTMLTextAreaElement).value)}
-          />
-          <small id="manifest-hint" class="hint">
-            Fields: id, name, plugin_type, host, port, endpoints (operation → path), traits.
-          </small>
-          {fieldNamed ? (
-            <small id="manifest-error" class="field-error">
-              {error.field}: {error.message}
-            </small>
-          ) : null}
-        </div>
-        <label class="check">
-          <input
-            type="checkbox"
-            checked={unlisted}
-            onChange={(e) => setUnlisted((e.currentTarget as HTMLInputElement).checked)}
-          />{" "}
-          Allow a host outside PLUGIN_ALLOWED_HOSTS (public addresses only; audited)
-        </label>
-        <button type="submit" disabled={text.trim() === ""}>
-          Register
-        </button>
-      </form>
-    </section>
   );
 }

@@ -1,27 +1,57 @@
 import type { JsonObject } from "@bufbuild/protobuf";
 import { useState } from "preact/hooks";
 import { PluginRegistryService } from "../../../gen/traitgate/gateway/v1/gateway_pb.js";
-import { SearchService } from "../../../gen/traitgate/search/v1/search_pb.js";
+import {
+  type GetRagStatsResponse,
+  SearchService,
+} from "../../../gen/traitgate/search/v1/search_pb.js";
 import { SettingsService } from "../../../gen/traitgate/settings/v1/settings_pb.js";
-import { useLoad } from "../load.js";
+import { type Loaded, useLoad } from "../load.js";
 import type { PageProps } from "../pages.js";
 import { client, type ShownError, shownError } from "../rpc.js";
 import { ErrorBox, Field, fieldError, Loading } from "../ui.js";
 
 /**
  * Retrieval: the spec's setup step 5 (backend builtin or plugin, the plugin, default top_k) and
- * ingestion of uploaded files or a folder, in batches, with progress.
+ * the backend's document and chunk counts; ingestion of uploaded files or a folder, in
+ * batches, with progress.
  */
 export function RagPage({ can }: PageProps) {
+  const [stats, reloadStats] = useLoad(() => client(SearchService).getRagStats({}));
   return (
     <div>
-      <Backend writable={can("settings:write")} />
-      <Ingest />
+      <Backend writable={can("settings:write")} onSaved={reloadStats} />
+      <Counts stats={stats} reload={reloadStats} />
+      <Ingest onSent={reloadStats} />
     </div>
   );
 }
 
-function Backend({ writable }: { writable: boolean }) {
+/** Documents and chunks of the backend in use (GetRagStats). */
+function Counts({ stats, reload }: { stats: Loaded<GetRagStatsResponse>; reload: () => void }) {
+  return (
+    <section aria-labelledby="counts-title">
+      <h2 id="counts-title">Documents and chunks</h2>
+      {stats.kind === "loading" ? <Loading what="the counts" /> : null}
+      {stats.kind === "error" ? <ErrorBox error={stats.error} /> : null}
+      {stats.kind === "ready" ? (
+        <p id="rag-counts">
+          {stats.data.backend === "plugin"
+            ? `Plugin ${stats.data.pluginId || "(none chosen)"}: `
+            : "Built-in store: "}
+          {stats.data.reported
+            ? `${stats.data.documents} documents, ${stats.data.chunks} chunks.`
+            : "not reported by the plugin (its manifest has no rag_stats operation)."}
+        </p>
+      ) : null}
+      <button type="button" class="secondary" onClick={reload}>
+        Count again
+      </button>
+    </section>
+  );
+}
+
+function Backend({ writable, onSaved }: { writable: boolean; onSaved: () => void }) {
   const settings = client(SettingsService);
   const [state, reload] = useLoad(async () => {
     const [current, plugins] = await Promise.all([
@@ -63,6 +93,7 @@ function Backend({ writable }: { writable: boolean }) {
             setSaved(`Saved: ${r.changed.join(", ") || "nothing changed"}.`);
             setEdits({});
             reload();
+            onSaved();
           } catch (err) {
             setError(shownError(err));
           }
@@ -126,7 +157,7 @@ function Backend({ writable }: { writable: boolean }) {
 const batchBytes = 700_000;
 const batchDocs = 200;
 
-function Ingest() {
+function Ingest({ onSent }: { onSent: () => void }) {
   const [files, setFiles] = useState<File[]>([]);
   const [traits, setTraits] = useState("");
   const [classification, setClassification] = useState("internal");
@@ -172,6 +203,7 @@ function Ingest() {
     } catch (err) {
       setError(shownError(err));
     }
+    onSent();
   }
 
   return (

@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/admin/v1/audit.proto.
  */
 export const file_traitgate_admin_v1_audit: GenFile = /*@__PURE__*/
-  fileDesc("Ch50cmFpdGdhdGUvYWRtaW4vdjEvYXVkaXQucHJvdG8SEnRyYWl0Z2F0ZS5hZG1pbi52MSK+AgoKQXVkaXRFdmVudBILCgNzZXEYASABKAMSEAoIZXZlbnRfaWQYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmFjdG9yX3R5cGUYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEg4KBnRhcmdldBgHIAEoCRIPCgdvdXRjb21lGAggASgJEhIKCnJlcXVlc3RfaWQYCSABKAkSKAoHZGV0YWlscxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcHJldl9oYXNoGAsgASgJEgwKBGhhc2gYDCABKAkSFgoOY2xpZW50X2FkZHJlc3MYDSABKAkSEgoKdXNlcl9hZ2VudBgOIAEoCSK0AgoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIdCglwYWdlX3NpemUYASABKAVCCrpIBxoFGOgHKAASHAoKcGFnZV90b2tlbhgCIAEoCUIIukgFcgMYgAgSNAoGYWN0aW9uGAMgASgJQiS6SCHYAQFyHDIaXlthLXpdW2EtejAtOV8uOi1dezAsMTI3fSQSGgoIYWN0b3JfaWQYBCABKAlCCLpIBXIDGIACEhsKCmFjdG9yX3R5cGUYBSABKAlCB7pIBHICGCASGAoHb3V0Y29tZRgGIAEoCUIHukgEcgIYIBIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEi4KBmV2ZW50cxgBIAMoCzIeLnRyYWl0Z2F0ZS5hZG1pbi52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKYAQoMQXVkaXRTZXJ2aWNlEocBCg9MaXN0QXVkaXRFdmVudHMSKi50cmFpdGdhdGUuYWRtaW4udjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBorLnRyYWl0Z2F0ZS5hZG1pbi52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIbkAIBgtPkkwISEhAvYXBpL2FkbWluL2F1ZGl0Qq8BChZjb20udHJhaXRnYXRlLmFkbWluLnYxQgpBdWRpdFByb3RvUAFaQGdpdGh1Yi5jb20vdHJhaXRnYXRlL3RyYWl0Z2F0ZS9nZW4vZ28vdHJhaXRnYXRlL2FkbWluL3YxO2FkbWludjGiAgNUQViqAhJUcmFpdGdhdGUuQWRtaW4uVjHKAhJUcmFpdGdhdGVcQWRtaW5cVjHqAhRUcmFpdGdhdGU6OkFkbWluOjpWMWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Ch50cmFpdGdhdGUvYWRtaW4vdjEvYXVkaXQucHJvdG8SEnRyYWl0Z2F0ZS5hZG1pbi52MSK+AgoKQXVkaXRFdmVudBILCgNzZXEYASABKAMSEAoIZXZlbnRfaWQYAiABKAkSLwoLb2NjdXJyZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmFjdG9yX3R5cGUYBCABKAkSEAoIYWN0b3JfaWQYBSABKAkSDgoGYWN0aW9uGAYgASgJEg4KBnRhcmdldBgHIAEoCRIPCgdvdXRjb21lGAggASgJEhIKCnJlcXVlc3RfaWQYCSABKAkSKAoHZGV0YWlscxgKIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSEQoJcHJldl9oYXNoGAsgASgJEgwKBGhhc2gYDCABKAkSFgoOY2xpZW50X2FkZHJlc3MYDSABKAkSEgoKdXNlcl9hZ2VudBgOIAEoCSK0AgoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBIdCglwYWdlX3NpemUYASABKAVCCrpIBxoFGOgHKAASHAoKcGFnZV90b2tlbhgCIAEoCUIIukgFcgMYgAgSNAoGYWN0aW9uGAMgASgJQiS6SCHYAQFyHDIaXlthLXpdW2EtejAtOV8uOi1dezAsMTI3fSQSGgoIYWN0b3JfaWQYBCABKAlCCLpIBXIDGIACEhsKCmFjdG9yX3R5cGUYBSABKAlCB7pIBHICGCASGAoHb3V0Y29tZRgGIAEoCUIHukgEcgIYIBIpCgVzaW5jZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASKQoFdW50aWwYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEi4KBmV2ZW50cxgBIAMoCzIeLnRyYWl0Z2F0ZS5hZG1pbi52MS5BdWRpdEV2ZW50EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIbChlHZXRBdWRpdENoYWluU3RhdGVSZXF1ZXN0IsEBChpHZXRBdWRpdENoYWluU3RhdGVSZXNwb25zZRIQCghoZWFkX3NlcRgBIAEoAxIRCgloZWFkX2hhc2gYAiABKAkSPAoKY2hlY2twb2ludBgDIAEoCzIoLnRyYWl0Z2F0ZS5hZG1pbi52MS5BdWRpdENoZWNrcG9pbnRTdGF0ZRJACgx2ZXJpZmljYXRpb24YBCABKAsyKi50cmFpdGdhdGUuYWRtaW4udjEuQXVkaXRDaGFpblZlcmlmaWNhdGlvbiKyAQoUQXVkaXRDaGVja3BvaW50U3RhdGUSEQoJZXZlbnRfc2VxGAEgASgDEhIKCnNpZ25lZF9zZXEYAiABKAMSEwoLc2lnbmVkX2hhc2gYAyABKAkSLQoJc2lnbmVkX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZrZXlfaWQYBSABKAkSDgoGc3RhdHVzGAYgASgJEg8KB21lc3NhZ2UYByABKAkisAEKFkF1ZGl0Q2hhaW5WZXJpZmljYXRpb24SDQoFc3RhdGUYASABKAkSDQoFc3RhcnQYAiABKAkSEQoJc3RhcnRfc2VxGAMgASgDEg8KB2NoZWNrZWQYBCABKAMSEQoJdW5jaGVja2VkGAUgASgDEhIKCmJyb2tlbl9zZXEYBiABKAMSFQoNYnJva2VuX3JlYXNvbhgHIAEoCRIWCg5icm9rZW5fbWVzc2FnZRgIIAEoCTKxAgoMQXVkaXRTZXJ2aWNlEocBCg9MaXN0QXVkaXRFdmVudHMSKi50cmFpdGdhdGUuYWRtaW4udjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBorLnRyYWl0Z2F0ZS5hZG1pbi52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZSIbkAIBgtPkkwISEhAvYXBpL2FkbWluL2F1ZGl0EpYBChJHZXRBdWRpdENoYWluU3RhdGUSLS50cmFpdGdhdGUuYWRtaW4udjEuR2V0QXVkaXRDaGFpblN0YXRlUmVxdWVzdBouLnRyYWl0Z2F0ZS5hZG1pbi52MS5HZXRBdWRpdENoYWluU3RhdGVSZXNwb25zZSIhkAIBgtPkkwIYEhYvYXBpL2FkbWluL2F1ZGl0L2NoYWluQq8BChZjb20udHJhaXRnYXRlLmFkbWluLnYxQgpBdWRpdFByb3RvUAFaQGdpdGh1Yi5jb20vdHJhaXRnYXRlL3RyYWl0Z2F0ZS9nZW4vZ28vdHJhaXRnYXRlL2FkbWluL3YxO2FkbWludjGiAgNUQViqAhJUcmFpdGdhdGUuQWRtaW4uVjHKAhJUcmFpdGdhdGVcQWRtaW5cVjHqAhRUcmFpdGdhdGU6OkFkbWluOjpWMWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One event of the audit log, as stored.
@@ -210,6 +210,186 @@ export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> 
   messageDesc(file_traitgate_admin_v1_audit, 2);
 
 /**
+ * @generated from message traitgate.admin.v1.GetAuditChainStateRequest
+ */
+export type GetAuditChainStateRequest = Message<"traitgate.admin.v1.GetAuditChainStateRequest"> & {
+};
+
+/**
+ * Describes the message traitgate.admin.v1.GetAuditChainStateRequest.
+ * Use `create(GetAuditChainStateRequestSchema)` to create a new message.
+ */
+export const GetAuditChainStateRequestSchema: GenMessage<GetAuditChainStateRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_admin_v1_audit, 3);
+
+/**
+ * @generated from message traitgate.admin.v1.GetAuditChainStateResponse
+ */
+export type GetAuditChainStateResponse = Message<"traitgate.admin.v1.GetAuditChainStateResponse"> & {
+  /**
+   * The newest event's seq and hash; 0 and empty when the log is empty.
+   *
+   * @generated from field: int64 head_seq = 1;
+   */
+  headSeq: bigint;
+
+  /**
+   * @generated from field: string head_hash = 2;
+   */
+  headHash: string;
+
+  /**
+   * The newest audit_checkpoint event; unset when there is none.
+   *
+   * @generated from field: traitgate.admin.v1.AuditCheckpointState checkpoint = 3;
+   */
+  checkpoint?: AuditCheckpointState | undefined;
+
+  /**
+   * @generated from field: traitgate.admin.v1.AuditChainVerification verification = 4;
+   */
+  verification?: AuditChainVerification | undefined;
+};
+
+/**
+ * Describes the message traitgate.admin.v1.GetAuditChainStateResponse.
+ * Use `create(GetAuditChainStateResponseSchema)` to create a new message.
+ */
+export const GetAuditChainStateResponseSchema: GenMessage<GetAuditChainStateResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_admin_v1_audit, 4);
+
+/**
+ * The newest signed checkpoint and what checking it found.
+ *
+ * @generated from message traitgate.admin.v1.AuditCheckpointState
+ */
+export type AuditCheckpointState = Message<"traitgate.admin.v1.AuditCheckpointState"> & {
+  /**
+   * The checkpoint event's own seq.
+   *
+   * @generated from field: int64 event_seq = 1;
+   */
+  eventSeq: bigint;
+
+  /**
+   * The head it signs.
+   *
+   * @generated from field: int64 signed_seq = 2;
+   */
+  signedSeq: bigint;
+
+  /**
+   * @generated from field: string signed_hash = 3;
+   */
+  signedHash: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp signed_at = 4;
+   */
+  signedAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string key_id = 5;
+   */
+  keyId: string;
+
+  /**
+   * "valid"; or why it cannot be trusted: "malformed", "unknown_key" (a key
+   * this core is not configured with), "bad_signature", "wrong_head" (it does
+   * not directly follow the head it signs, or that head was changed).
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * What is wrong, for people; empty when valid.
+   *
+   * @generated from field: string message = 7;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message traitgate.admin.v1.AuditCheckpointState.
+ * Use `create(AuditCheckpointStateSchema)` to create a new message.
+ */
+export const AuditCheckpointStateSchema: GenMessage<AuditCheckpointState> = /*@__PURE__*/
+  messageDesc(file_traitgate_admin_v1_audit, 5);
+
+/**
+ * The result of a bounded verification of the hash chain.
+ *
+ * @generated from message traitgate.admin.v1.AuditChainVerification
+ */
+export type AuditChainVerification = Message<"traitgate.admin.v1.AuditChainVerification"> & {
+  /**
+   * "verified": every event from the start to the head verified;
+   * "partial": the first `checked` events verified, and `unchecked` events
+   * after them were not checked (the limit); "broken": the event
+   * `broken_seq` does not verify.
+   *
+   * @generated from field: string state = 1;
+   */
+  state: string;
+
+  /**
+   * Where it started: "checkpoint" (after the valid checkpoint's signed
+   * head) or "genesis" (the first event).
+   *
+   * @generated from field: string start = 2;
+   */
+  start: string;
+
+  /**
+   * The seq verification started after (0 from genesis).
+   *
+   * @generated from field: int64 start_seq = 3;
+   */
+  startSeq: bigint;
+
+  /**
+   * Events that verified.
+   *
+   * @generated from field: int64 checked = 4;
+   */
+  checked: bigint;
+
+  /**
+   * Events after the last checked one, up to the head, that were not
+   * checked; taken from seq numbers (a seq left unused by a rolled-back write
+   * counts too), so that answering costs no count of the log.
+   *
+   * @generated from field: int64 unchecked = 5;
+   */
+  unchecked: bigint;
+
+  /**
+   * @generated from field: int64 broken_seq = 6;
+   */
+  brokenSeq: bigint;
+
+  /**
+   * "hash_mismatch" or "prev_hash_mismatch".
+   *
+   * @generated from field: string broken_reason = 7;
+   */
+  brokenReason: string;
+
+  /**
+   * @generated from field: string broken_message = 8;
+   */
+  brokenMessage: string;
+};
+
+/**
+ * Describes the message traitgate.admin.v1.AuditChainVerification.
+ * Use `create(AuditChainVerificationSchema)` to create a new message.
+ */
+export const AuditChainVerificationSchema: GenMessage<AuditChainVerification> = /*@__PURE__*/
+  messageDesc(file_traitgate_admin_v1_audit, 6);
+
+/**
  * AuditService reads the audit log (docs/audit.md). Every method needs the
  * role `admin` or `auditor` and an API key with the scope `audit:read`.
  * Reading is not itself audited. For a JSON-lines export use the command line:
@@ -228,6 +408,21 @@ export const AuditService: GenService<{
     methodKind: "unary";
     input: typeof ListAuditEventsRequestSchema;
     output: typeof ListAuditEventsResponseSchema;
+  },
+  /**
+   * GetAuditChainState answers the chain's head, its newest signed checkpoint
+   * (and whether that checkpoint is valid), and whether the chain verifies
+   * from that checkpoint's signed head (from the first event when there is no
+   * valid checkpoint). Verification is bounded: at most 10,000 events are
+   * checked per call, and the answer says how many were left unchecked
+   * (`traitgate audit verify` checks the whole chain).
+   *
+   * @generated from rpc traitgate.admin.v1.AuditService.GetAuditChainState
+   */
+  getAuditChainState: {
+    methodKind: "unary";
+    input: typeof GetAuditChainStateRequestSchema;
+    output: typeof GetAuditChainStateResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_traitgate_admin_v1_audit, 0);

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/search/v1/search.proto.
  */
 export const file_traitgate_search_v1_search: GenFile = /*@__PURE__*/
-  fileDesc("CiB0cmFpdGdhdGUvc2VhcmNoL3YxL3NlYXJjaC5wcm90bxITdHJhaXRnYXRlLnNlYXJjaC52MSJACg1TZWFyY2hSZXF1ZXN0EhUKAXEYASABKAlCCrpIB3IFEAEYoB8SGAoFdG9wX2sYAiABKAVCCbpIBhoEGGQoACKkAQoMU2VhcmNoUmVzdWx0EgoKAmlkGAEgASgJEg4KBmRvY19pZBgCIAEoCRIQCghjaHVua19ubxgDIAEoBRINCgV0aXRsZRgEIAEoCRIMCgRwYXRoGAUgASgJEg8KB2NvbnRlbnQYBiABKAkSDQoFc2NvcmUYByABKAESFgoOY2xhc3NpZmljYXRpb24YCCABKAkSEQoJc2FuaXRpemVkGAkgASgIIkIKDlNlYXJjaFJlc3BvbnNlEjAKBWl0ZW1zGAEgAygLMiEudHJhaXRnYXRlLnNlYXJjaC52MS5TZWFyY2hSZXN1bHQi2AEKDkluZ2VzdERvY3VtZW50EhgKBHBhdGgYASABKAlCCrpIB3IFEAEY6AcSFwoFdGl0bGUYAiABKAlCCLpIBXIDGPQDEhsKB2NvbnRlbnQYAyABKAlCCrpIB3IFGMCWsQISPwoPcmVxdWlyZWRfdHJhaXRzGAQgAygJQia6SCOSASAQIBgBIhpyGDIWXlthLXpfXSs6W2EtejAtOV8uLV0rJBI1Cg5jbGFzc2lmaWNhdGlvbhgFIAEoCUIdukgachgyFl5bYS16XVthLXowLTlfXXswLDYyfSQicQoNSW5nZXN0UmVxdWVzdBJDCglkb2N1bWVudHMYASADKAsyIy50cmFpdGdhdGUuc2VhcmNoLnYxLkluZ2VzdERvY3VtZW50Qgu6SAiSAQUIARD0AxIbChNhbGxvd19hY2Nlc3NfY2hhbmdlGAIgASgIIlEKEEluZ2VzdGVkRG9jdW1lbnQSDAoEcGF0aBgBIAEoCRIOCgZkb2NfaWQYAiABKAkSDgoGY2h1bmtzGAMgASgFEg8KB3NraXBwZWQYBCABKAgiSgoOSW5nZXN0UmVzcG9uc2USOAoJZG9jdW1lbnRzGAEgAygLMiUudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RlZERvY3VtZW50MukBCg1TZWFyY2hTZXJ2aWNlEmkKBlNlYXJjaBIiLnRyYWl0Z2F0ZS5zZWFyY2gudjEuU2VhcmNoUmVxdWVzdBojLnRyYWl0Z2F0ZS5zZWFyY2gudjEuU2VhcmNoUmVzcG9uc2UiFoLT5JMCEDoBKiILL2FwaS9zZWFyY2gSbQoGSW5nZXN0EiIudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RSZXF1ZXN0GiMudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RSZXNwb25zZSIagtPkkwIUOgEqIg8vYXBpL3JhZy9pbmdlc3RCtgEKF2NvbS50cmFpdGdhdGUuc2VhcmNoLnYxQgtTZWFyY2hQcm90b1ABWkJnaXRodWIuY29tL3RyYWl0Z2F0ZS90cmFpdGdhdGUvZ2VuL2dvL3RyYWl0Z2F0ZS9zZWFyY2gvdjE7c2VhcmNodjGiAgNUU1iqAhNUcmFpdGdhdGUuU2VhcmNoLlYxygITVHJhaXRnYXRlXFNlYXJjaFxWMeoCFVRyYWl0Z2F0ZTo6U2VhcmNoOjpWMWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations]);
+  fileDesc("CiB0cmFpdGdhdGUvc2VhcmNoL3YxL3NlYXJjaC5wcm90bxITdHJhaXRnYXRlLnNlYXJjaC52MSJACg1TZWFyY2hSZXF1ZXN0EhUKAXEYASABKAlCCrpIB3IFEAEYoB8SGAoFdG9wX2sYAiABKAVCCbpIBhoEGGQoACKkAQoMU2VhcmNoUmVzdWx0EgoKAmlkGAEgASgJEg4KBmRvY19pZBgCIAEoCRIQCghjaHVua19ubxgDIAEoBRINCgV0aXRsZRgEIAEoCRIMCgRwYXRoGAUgASgJEg8KB2NvbnRlbnQYBiABKAkSDQoFc2NvcmUYByABKAESFgoOY2xhc3NpZmljYXRpb24YCCABKAkSEQoJc2FuaXRpemVkGAkgASgIIkIKDlNlYXJjaFJlc3BvbnNlEjAKBWl0ZW1zGAEgAygLMiEudHJhaXRnYXRlLnNlYXJjaC52MS5TZWFyY2hSZXN1bHQi2AEKDkluZ2VzdERvY3VtZW50EhgKBHBhdGgYASABKAlCCrpIB3IFEAEY6AcSFwoFdGl0bGUYAiABKAlCCLpIBXIDGPQDEhsKB2NvbnRlbnQYAyABKAlCCrpIB3IFGMCWsQISPwoPcmVxdWlyZWRfdHJhaXRzGAQgAygJQia6SCOSASAQIBgBIhpyGDIWXlthLXpfXSs6W2EtejAtOV8uLV0rJBI1Cg5jbGFzc2lmaWNhdGlvbhgFIAEoCUIdukgachgyFl5bYS16XVthLXowLTlfXXswLDYyfSQicQoNSW5nZXN0UmVxdWVzdBJDCglkb2N1bWVudHMYASADKAsyIy50cmFpdGdhdGUuc2VhcmNoLnYxLkluZ2VzdERvY3VtZW50Qgu6SAiSAQUIARD0AxIbChNhbGxvd19hY2Nlc3NfY2hhbmdlGAIgASgIIlEKEEluZ2VzdGVkRG9jdW1lbnQSDAoEcGF0aBgBIAEoCRIOCgZkb2NfaWQYAiABKAkSDgoGY2h1bmtzGAMgASgFEg8KB3NraXBwZWQYBCABKAgiSgoOSW5nZXN0UmVzcG9uc2USOAoJZG9jdW1lbnRzGAEgAygLMiUudHJhaXRnYXRlLnNlYXJjaC52MS5Jbmdlc3RlZERvY3VtZW50IhQKEkdldFJhZ1N0YXRzUmVxdWVzdCJuChNHZXRSYWdTdGF0c1Jlc3BvbnNlEg8KB2JhY2tlbmQYASABKAkSEQoJcGx1Z2luX2lkGAIgASgJEhAKCHJlcG9ydGVkGAMgASgIEhEKCWRvY3VtZW50cxgEIAEoAxIOCgZjaHVua3MYBSABKAMy5gIKDVNlYXJjaFNlcnZpY2USaQoGU2VhcmNoEiIudHJhaXRnYXRlLnNlYXJjaC52MS5TZWFyY2hSZXF1ZXN0GiMudHJhaXRnYXRlLnNlYXJjaC52MS5TZWFyY2hSZXNwb25zZSIWgtPkkwIQOgEqIgsvYXBpL3NlYXJjaBJtCgZJbmdlc3QSIi50cmFpdGdhdGUuc2VhcmNoLnYxLkluZ2VzdFJlcXVlc3QaIy50cmFpdGdhdGUuc2VhcmNoLnYxLkluZ2VzdFJlc3BvbnNlIhqC0+STAhQ6ASoiDy9hcGkvcmFnL2luZ2VzdBJ7CgtHZXRSYWdTdGF0cxInLnRyYWl0Z2F0ZS5zZWFyY2gudjEuR2V0UmFnU3RhdHNSZXF1ZXN0GigudHJhaXRnYXRlLnNlYXJjaC52MS5HZXRSYWdTdGF0c1Jlc3BvbnNlIhmQAgGC0+STAhASDi9hcGkvcmFnL3N0YXRzQrYBChdjb20udHJhaXRnYXRlLnNlYXJjaC52MUILU2VhcmNoUHJvdG9QAVpCZ2l0aHViLmNvbS90cmFpdGdhdGUvdHJhaXRnYXRlL2dlbi9nby90cmFpdGdhdGUvc2VhcmNoL3YxO3NlYXJjaHYxogIDVFNYqgITVHJhaXRnYXRlLlNlYXJjaC5WMcoCE1RyYWl0Z2F0ZVxTZWFyY2hcVjHqAhVUcmFpdGdhdGU6OlNlYXJjaDo6VjFiBnByb3RvMw", [file_buf_validate_validate, file_google_api_annotations]);
 
 /**
  * @generated from message traitgate.search.v1.SearchRequest
@@ -246,6 +246,63 @@ export const IngestResponseSchema: GenMessage<IngestResponse> = /*@__PURE__*/
   messageDesc(file_traitgate_search_v1_search, 6);
 
 /**
+ * @generated from message traitgate.search.v1.GetRagStatsRequest
+ */
+export type GetRagStatsRequest = Message<"traitgate.search.v1.GetRagStatsRequest"> & {
+};
+
+/**
+ * Describes the message traitgate.search.v1.GetRagStatsRequest.
+ * Use `create(GetRagStatsRequestSchema)` to create a new message.
+ */
+export const GetRagStatsRequestSchema: GenMessage<GetRagStatsRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_search_v1_search, 7);
+
+/**
+ * @generated from message traitgate.search.v1.GetRagStatsResponse
+ */
+export type GetRagStatsResponse = Message<"traitgate.search.v1.GetRagStatsResponse"> & {
+  /**
+   * "builtin" or "plugin".
+   *
+   * @generated from field: string backend = 1;
+   */
+  backend: string;
+
+  /**
+   * The plugin's id when backend is "plugin".
+   *
+   * @generated from field: string plugin_id = 2;
+   */
+  pluginId: string;
+
+  /**
+   * Whether the backend reported counts: false for a plugin whose manifest
+   * has no rag_stats operation.
+   *
+   * @generated from field: bool reported = 3;
+   */
+  reported: boolean;
+
+  /**
+   * @generated from field: int64 documents = 4;
+   */
+  documents: bigint;
+
+  /**
+   * @generated from field: int64 chunks = 5;
+   */
+  chunks: bigint;
+};
+
+/**
+ * Describes the message traitgate.search.v1.GetRagStatsResponse.
+ * Use `create(GetRagStatsResponseSchema)` to create a new message.
+ */
+export const GetRagStatsResponseSchema: GenMessage<GetRagStatsResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_search_v1_search, 8);
+
+/**
  * SearchService is the core's retrieval: semantic search over the documents
  * the caller's traits allow, and ingestion of documents into the RAG backend
  * chosen in the settings (`rag.backend`: the built-in store, or a plugin
@@ -282,6 +339,21 @@ export const SearchService: GenService<{
     methodKind: "unary";
     input: typeof IngestRequestSchema;
     output: typeof IngestResponseSchema;
+  },
+  /**
+   * GetRagStats answers how many documents and chunks the backend chosen in
+   * the settings holds. The built-in store always answers; a plugin answers
+   * when its manifest declares the operation `rag_stats` and `ai-core` is
+   * allowlisted for it (the call goes through the gateway like rag_query);
+   * otherwise `reported` is false. Role admin and API key scope
+   * `plugins:read`.
+   *
+   * @generated from rpc traitgate.search.v1.SearchService.GetRagStats
+   */
+  getRagStats: {
+    methodKind: "unary";
+    input: typeof GetRagStatsRequestSchema;
+    output: typeof GetRagStatsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_traitgate_search_v1_search, 0);
