@@ -1,3 +1,4 @@
+import { connect as h2connect } from "node:http2";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcWebTransport } from "@connectrpc/connect-web";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -245,6 +246,29 @@ describe("CORS", () => {
       await grpcWeb.getSettings({}, { headers: auth() });
       expect(answers).toHaveLength(2);
       for (const res of answers) expect(corsHeadersOf(res)).toEqual([]);
+    });
+
+    it("answers a preflight over HTTP/2 (h2c) too", async () => {
+      const session = h2connect(server.url);
+      try {
+        const headers = await new Promise<Record<string, unknown>>((resolve, reject) => {
+          const stream = session.request({
+            ":method": "OPTIONS",
+            ":path": getSettingsPath,
+            origin: app,
+            "access-control-request-method": "POST",
+          });
+          stream.on("response", (h) => resolve(h));
+          stream.on("error", reject);
+          stream.resume();
+          stream.end();
+        });
+        expect(headers[":status"]).toBe(204);
+        expect(headers["access-control-allow-origin"]).toBe(app);
+        expect(headers["access-control-allow-methods"]).toBe("POST, GET");
+      } finally {
+        session.close();
+      }
     });
 
     it("never puts CORS headers on console paths", async () => {
