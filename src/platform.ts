@@ -28,6 +28,7 @@ import { createPolicyModule, type PolicyArea } from "./policy/module.js";
 import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
 import { createApp, type ServedApi } from "./server/app.js";
+import { followCorsOrigins } from "./server/cors.js";
 import { listen, type RunningServer } from "./server/listener.js";
 import { createOriginResolver, parseTrustedProxies } from "./server/origin.js";
 import type { LiveSettings } from "./settings/live.js";
@@ -230,6 +231,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       maxBodyBytes: config.maxBodyBytes,
       onCallEnded: (call, code, seconds) => metrics.callEnded(call, code, seconds),
       trustedProxies: config.trustedProxies,
+      corsOrigins: followCorsOrigins(settingsArea.live).allowedOrigins,
     });
     const consoleListener = withConsole(listener, {
       db,

@@ -30,6 +30,7 @@ import {
   requestIdKey,
   userAgentKey,
 } from "./context.js";
+import { createCors } from "./cors.js";
 import { isPlainGrpc, serveGrpcUnary } from "./grpc-unary.js";
 import { type HealthChecker, registerHealth } from "./health.js";
 import {
@@ -84,6 +85,8 @@ export interface AppOptions {
   onCallEnded?: CallEndOptions["onCallEnded"];
   /** TRUSTED_PROXIES (src/server/origin.ts); default none: the TCP peer is the client. */
   trustedProxies?: readonly string[];
+  /** The origins CORS allows (src/server/cors.ts, followCorsOrigins); default none: CORS off. */
+  corsOrigins?: () => ReadonlySet<string>;
 }
 
 /** The modules' own refusal hooks, by service type name. */
@@ -178,10 +181,25 @@ export function createApp(options: AppOptions): {
   });
 
   const openApi = createOpenApiEndpoint();
+  const restRoutes = listRestRoutes(unary);
+  const noOrigins: ReadonlySet<string> = new Set();
+  const cors = createCors({
+    allowedOrigins: options.corsOrigins ?? (() => noOrigins),
+    rpcHandlers: handlers,
+    restRoutes,
+  });
 
   /** Serves one request; resolves once it is answered (or its client is gone). */
   const serve = (req: NodeRequest, res: NodeResponse, call: CallRecord): Promise<void> => {
     const path = (req.url ?? "/").split("?", 1)[0] ?? "/";
+    const preflight = cors(req, res, path);
+    if (preflight !== undefined) {
+      call.protocol = "http";
+      call.route = "OPTIONS (CORS preflight)";
+      if (preflight === "preflight_allowed") noteOutcome(call, 0);
+      else noteOutcome(call, Code.PermissionDenied, "CORS_ORIGIN_NOT_ALLOWED");
+      return Promise.resolve();
+    }
     const contextValues = createContextValues()
       .set(clientAddressKey, call.clientAddress)
       .set(userAgentKey, call.userAgent)
@@ -256,7 +274,7 @@ export function createApp(options: AppOptions): {
       .catch((err: unknown) => log.error({ err, rpc: call.rpc }, "request failed"))
       .then(() => end(call, req, res));
   };
-  return { listener, handlers, api: { routes: listRestRoutes(unary), authRules } };
+  return { listener, handlers, api: { routes: restRoutes, authRules } };
 }
 
 /** A gRPC or gRPC-Web call to a method this server does not have: trailers-only UNIMPLEMENTED. */

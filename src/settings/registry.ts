@@ -1,4 +1,5 @@
 import type { Config } from "../config.js";
+import { maxOrigins, parseOriginList } from "./origin-list.js";
 
 /**
  * The one registry of platform settings. Adding a setting is one entry here:
@@ -33,6 +34,8 @@ export type SettingDefinition = Common &
         maxLength: number;
         /** What a non-empty value must look like, and the sentence saying so. */
         pattern?: { regex: RegExp; message: string };
+        /** Checks a non-empty value further: the sentences saying what is wrong, or none. */
+        check?: (value: string) => readonly string[];
       }
   );
 
@@ -124,6 +127,17 @@ export const settingDefinitions: readonly SettingDefinition[] = [
     description: "Lifetime of access tokens issued from now on, in seconds.",
     env: { variable: "TOKEN_TTL_SECONDS", fromConfig: (c) => c.jwt.ttlSeconds },
   },
+  {
+    key: "http.cors_allowed_origins",
+    type: "string",
+    default: "",
+    maxLength: maxOrigins * 100,
+    check: (value) => parseOriginList(value).problems,
+    secret: false,
+    restartRequired: false,
+    description:
+      "Web origins (scheme://host[:port], separated by commas) whose browser scripts may call the API across origins (CORS); empty for none.",
+  },
 ];
 
 const byKey = new Map(settingDefinitions.map((d) => [d.key, d]));
@@ -179,6 +193,10 @@ export function checkValue(
       }
       if (value !== "" && def.pattern && !def.pattern.regex.test(value)) {
         return refuse("BAD_FORMAT", def.pattern.message);
+      }
+      if (value !== "" && def.check) {
+        const problems = def.check(value);
+        if (problems.length > 0) return refuse("BAD_FORMAT", problems.join("; "));
       }
       return { ok: true, value };
   }

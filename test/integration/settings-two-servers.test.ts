@@ -70,6 +70,31 @@ describe.skipIf(!url)("settings on two servers sharing one PostgreSQL", () => {
     stop();
   });
 
+  it("applies http.cors_allowed_origins set on A to B's CORS answers within one second", async () => {
+    const origin = "https://app.example.com";
+    const preflightOnB = () =>
+      fetch(`${b.url}/api/admin/settings`, {
+        method: "OPTIONS",
+        headers: { origin, "access-control-request-method": "GET" },
+      });
+    expect((await preflightOnB()).headers.get("access-control-allow-origin")).toBeNull();
+    const set = (value: string | null) =>
+      fetch(`${a.url}/api/admin/settings`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ "http.cors_allowed_origins": value }),
+      });
+    expect((await set(origin)).status).toBe(200);
+    const key = "http.cors_allowed_origins";
+    await until(() => b.core.settings.current().values[key] === origin, 1_000);
+    const allowed = await preflightOnB();
+    expect(allowed.status).toBe(204);
+    expect(allowed.headers.get("access-control-allow-origin")).toBe(origin);
+    expect((await set(null)).status).toBe(200);
+    await until(() => b.core.settings.current().values[key] === "", 1_000);
+    expect((await preflightOnB()).headers.get("access-control-allow-origin")).toBeNull();
+  });
+
   it("is told of a change made while its listening connection was cut", async () => {
     // Cut B's LISTEN connection from the server side; it reconnects and re-reads.
     await a.core.db.query(

@@ -417,6 +417,7 @@ describe("settings through the core", () => {
       "rag.top_k_default",
       "auth.mfa_required",
       "auth.token_ttl_seconds",
+      "http.cors_allowed_origins",
     ]);
     expect(definitions.find((d) => d.key === "data_source")).toMatchObject({
       secret: true,

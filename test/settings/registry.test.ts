@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.js";
 import { environmentValues } from "../../src/settings/effective.js";
 import { containsMask, isMaskedEcho, maskSecret } from "../../src/settings/mask.js";
+import { parseOriginList } from "../../src/settings/origin-list.js";
 import { checkValue, definitionOf, settingDefinitions } from "../../src/settings/registry.js";
 import { testDataKey, testSecret } from "../support/server.js";
 
@@ -32,6 +33,25 @@ describe("settings registry", () => {
     ["data_source", "postgresql://a:b@h/d", true],
     ["data_source", "mysql://a@h/d", "BAD_FORMAT"],
     ["data_source", `postgres://${"x".repeat(2048)}`, "TOO_LONG"],
+    ["http.cors_allowed_origins", "", true],
+    ["http.cors_allowed_origins", "https://app.example.com", true],
+    [
+      "http.cors_allowed_origins",
+      "https://a.example.com, http://localhost:5173\nhttp://[::1]:8081",
+      true,
+    ],
+    ["http.cors_allowed_origins", "https://xn--bcher-kva.example", true],
+    ["http.cors_allowed_origins", "*", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "null", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "https://app.example.com/", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "https://app.example.com/x", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "https://APP.example.com", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "http://app.example.com:80", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "https://bücher.example", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "https://u:p@app.example.com", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "file:///tmp", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", "app.example.com", "BAD_FORMAT"],
+    ["http.cors_allowed_origins", ["https://app.example.com"], "WRONG_TYPE"],
   ])("%s = %j → %s", (key, value, want) => {
     const result = checkValue(def(key), value);
     if (want === true) expect(result).toEqual({ ok: true, value });
@@ -54,6 +74,32 @@ describe("settings registry", () => {
     };
     const values = environmentValues(loadConfig(env).config, env);
     expect(Object.fromEntries(values)).toEqual({ log_level: "warn", "auth.mfa_required": true });
+  });
+});
+
+describe("http.cors_allowed_origins", () => {
+  it("names each bad entry and the spelling a browser sends", () => {
+    const result = checkValue(
+      def("http.cors_allowed_origins"),
+      "https://ok.example, https://App.example.com:443/, *",
+    );
+    expect(result).toMatchObject({ ok: false, problem: "BAD_FORMAT" });
+    const message = result.ok ? "" : result.message;
+    expect(message).toContain('"https://App.example.com:443/"');
+    expect(message).toContain("write https://app.example.com");
+    expect(message).toContain('"*" is not accepted');
+    expect(message).not.toContain("ok.example");
+  });
+
+  it("keeps each origin once and refuses more than 100", () => {
+    expect(
+      parseOriginList("https://a.example https://a.example,https://b.example").origins,
+    ).toEqual(["https://a.example", "https://b.example"]);
+    const many = Array.from({ length: 101 }, (_, i) => `https://h${i}.example`).join(",");
+    expect(checkValue(def("http.cors_allowed_origins"), many)).toMatchObject({
+      ok: false,
+      problem: "BAD_FORMAT",
+    });
   });
 });
 
