@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { generateSync } from "otplib";
@@ -120,10 +121,15 @@ export async function axeViolations(page: Page): Promise<string[]> {
 
 const docsDir = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "docs", "console");
 
-/** A screenshot for docs/console.md. */
+/**
+ * A screenshot for docs/console.md: written there when UPDATE_SCREENSHOTS=1, else to a
+ * temporary folder (a test run leaves the committed pictures as they are).
+ */
 export async function screenshot(page: Page, name: string): Promise<void> {
-  mkdirSync(docsDir, { recursive: true });
-  await page.screenshot({ path: join(docsDir, `${name}.png`), fullPage: true });
+  const dir =
+    process.env.UPDATE_SCREENSHOTS === "1" ? docsDir : join(tmpdir(), "traitgate-screenshots");
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, `${name}.png`), fullPage: true });
 }
 
 /** POST to the console's own paths from Node, as a browser of `origin` with the cookie would. */
