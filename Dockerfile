@@ -16,8 +16,7 @@ RUN npm run build
 # start, the sample corpus (for `traitgate ingest`), the probe and the setup script. No secret is baked in:
 # JWT_SECRET, DATA_ENCRYPTION_KEY and DB_CONNECTION come from the environment at run time.
 FROM node:20-bookworm-slim AS runtime
-ENV NODE_ENV=production \
-    HOST=0.0.0.0 \
+ENV HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/home/node/data
 WORKDIR /app

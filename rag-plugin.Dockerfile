@@ -16,8 +16,7 @@ RUN npm run build
 # the probe. No secret is baked in: CORE_SECRET (printed when the plugin is registered in the
 # core) and DB_CONNECTION come from the environment at run time.
 FROM node:20-bookworm-slim AS runtime
-ENV NODE_ENV=production \
-    HOST=0.0.0.0 \
+ENV HOST=0.0.0.0 \
     PORT=8080 \
     DATA_DIR=/home/node/data
 WORKDIR /app

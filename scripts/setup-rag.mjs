@@ -26,7 +26,8 @@ const usage = `Usage: node scripts/setup-rag.mjs [--username NAME] [--plugin-id 
   --url URL            The core (default http://127.0.0.1:$PORT, this container's own).
 
 Environment: TRAITGATE_TOKEN or TRAITGATE_PASSWORD (else stdin), TRAITGATE_API_KEY (else a
-key is created with the CLI, which uses DB_CONNECTION like the core). Prints CORE_SECRET=….`;
+key is created with the CLI, which uses DB_CONNECTION like the core), TRAITGATE_CLI (the CLI
+script; default dist/src/cli.js). Prints CORE_SECRET=….`;
 
 const log = (line) => process.stderr.write(`setup-rag: ${line}\n`);
 
@@ -63,7 +64,9 @@ const core = (options.url ?? `http://127.0.0.1:${process.env.PORT?.trim() || "80
   "",
 );
 const pluginId = options["plugin-id"];
-const cli = new URL("../dist/src/cli.js", import.meta.url).pathname;
+// The traitgate CLI: dist/src/cli.js of this package (TRAITGATE_CLI: another build of it, as tests use).
+const cli =
+  process.env.TRAITGATE_CLI?.trim() || new URL("../dist/src/cli.js", import.meta.url).pathname;
 
 /** `traitgate <args>` as its own process; its stdout, or undefined when it failed. */
 function traitgate(args, { okWhen } = {}) {
