@@ -27,6 +27,8 @@ const users: Record<
   "viewer-token": { userId: "u2", username: "vera", roles: ["viewer"], sessionId: "s2" },
 };
 let slowMs = 0;
+/** Told when GetDefaultShelf starts (the shutdown test waits for its call to be in flight). */
+let onShelfCall: () => void = () => {};
 let failWith: unknown = new Error("boom");
 
 const module: ServiceModule = {
@@ -41,6 +43,7 @@ const module: ServiceModule = {
         return { client: ctx.values.get(principalKey)?.username ?? "" };
       },
       async getDefaultShelf() {
+        onShelfCall();
         await new Promise((r) => setTimeout(r, slowMs));
         return {};
       },
@@ -178,8 +181,12 @@ describe("transport edges", () => {
   it("finishes in-flight requests on shutdown, then refuses new connections", async () => {
     const own = await start();
     slowMs = 300;
+    const started = new Promise<void>((resolve) => {
+      onShelfCall = resolve;
+    });
     const inflight = fetch(`${own.url}/v1/shelves/default`);
-    await new Promise((r) => setTimeout(r, 50));
+    await started;
+    onShelfCall = () => {};
     const closing = own.close(5000);
     const res = await inflight;
     expect(res.status).toBe(200);
