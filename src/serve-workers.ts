@@ -35,6 +35,20 @@ export interface SuperviseOptions {
   stableAfterMs?: number;
 }
 
+/**
+ * How long to wait before forking again a worker that died after running `ranMs`, its slot's
+ * previous wait being `previousMs` (undefined: none died before): the minimum after a worker
+ * that had run `stableAfterMs`, else double the previous wait, at most the maximum.
+ */
+export function nextBackoff(
+  previousMs: number | undefined,
+  ranMs: number,
+  limits: { minBackoffMs: number; maxBackoffMs: number; stableAfterMs: number },
+): number {
+  if (previousMs === undefined || ranMs >= limits.stableAfterMs) return limits.minBackoffMs;
+  return Math.min(previousMs * 2, limits.maxBackoffMs);
+}
+
 /** The worker's number (1..N, kept by its replacements), given to it in its environment. */
 export const workerSlotVariable = "TRAITGATE_WORKER";
 
@@ -58,17 +72,18 @@ export function superviseWorkers(options: SuperviseOptions): Promise<number> {
         const state = running.get(worker);
         running.delete(worker);
         if (stopping) {
-          if (code !== 0) failedStop = true;
+          // Killed by the SIGTERM it was sent (before it could handle it, e.g. while starting)
+          // is a stop too.
+          if (code !== 0 && signal !== "SIGTERM") failedStop = true;
           if (running.size === 0) finish();
           return;
         }
         if (state === undefined) return;
-        const ranMs = Date.now() - state.startedAt;
-        const previous = backoff.get(slot);
-        const delayMs =
-          previous === undefined || ranMs >= stableAfterMs
-            ? minBackoffMs
-            : Math.min(previous * 2, maxBackoffMs);
+        const delayMs = nextBackoff(backoff.get(slot), Date.now() - state.startedAt, {
+          minBackoffMs,
+          maxBackoffMs,
+          stableAfterMs,
+        });
         backoff.set(slot, delayMs);
         log.error(
           { worker: slot, worker_pid: worker.process.pid, code, signal, restart_in_ms: delayMs },
