@@ -36,6 +36,7 @@ import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { openLogHandlers } from "./log-handlers.js";
+import { aggregateWorkerMetrics, workerMetricsSource } from "./metrics/index.js";
 import { startCore } from "./platform.js";
 import {
   createApiKeyRemotely,
@@ -157,6 +158,8 @@ async function serve(args: string[]): Promise<void> {
       );
     }
     const logs = await logHandlersOrExit(config);
+    // A scrape of any worker's /metrics answers with every worker's (src/metrics/cluster.ts).
+    aggregateWorkerMetrics();
     const code = await superviseWorkers({ workers, log: logs.log.child({ role: "primary" }) });
     await logs.close();
     process.exit(code);
@@ -168,7 +171,12 @@ async function serve(args: string[]): Promise<void> {
     slot === undefined ? logs.log : logs.log.child({ worker: Number(slot), pid: process.pid });
   // One connection's stray error must not stop the process (src/server/last-resort.ts).
   const lastResort = installLastResortGuard(log);
-  const core = await startCore({ config, log, lastResort });
+  const core = await startCore({
+    config,
+    log,
+    lastResort,
+    ...(slot === undefined ? {} : { metricsSource: workerMetricsSource }),
+  });
   stopOnSignals(async () => {
     await core.close();
     log.info("stopped");

@@ -46,6 +46,16 @@ const healthz = (url: string) =>
     }).on("error", reject);
   });
 
+/** GET /metrics (loopback may read it by default): the sum of a counter's series matching `labels`. */
+const counterSum = async (url: string, name: string, labels: RegExp) => {
+  const res = await fetch(`${url}/metrics`, { headers: { connection: "close" } });
+  expect(res.status).toBe(200);
+  return (await res.text())
+    .split("\n")
+    .filter((l) => l.startsWith(`${name}{`) && labels.test(l))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
+};
+
 /** Waits until `check` holds, polling; throws past `timeoutMs`. */
 async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) {
   const deadline = Date.now() + timeoutMs;
@@ -139,6 +149,20 @@ describe.skipIf(!url)("serve --workers 2 on PostgreSQL", { timeout: 120_000 }, (
       "both workers answer /healthz",
     );
     expect(answeredBy()).toEqual(new Set([1, 2]));
+
+    // Any worker's /metrics counts every worker's calls (src/metrics/cluster.ts): the /healthz
+    // calls counted equal those logged by both workers, more than either answered alone.
+    const healthzLogged = () =>
+      linesOf(output()).filter((l) => l.msg === "call" && l.route === "GET /healthz");
+    await until(
+      async () =>
+        (await counterSum(serverUrl, "traitgate_rpc_requests_total", /protocol="http"/)) ===
+        healthzLogged().length,
+      10_000,
+      "the scrape counts every worker's /healthz calls",
+    );
+    const perWorker = [1, 2].map((w) => healthzLogged().filter((l) => l.worker === w).length);
+    expect(Math.max(...perWorker)).toBeLessThan(healthzLogged().length);
 
     // Worker 1 dies: it is logged and started again, with a new pid, on the same port.
     const first = listening().find((l) => l.worker === 1);
