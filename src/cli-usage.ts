@@ -37,7 +37,7 @@ const remoteNote = (scope: string) =>
 export const commands: readonly CommandSpec[] = [
   {
     path: ["serve"],
-    synopsis: "",
+    synopsis: "[--workers N]",
     summary: "Run the core services (configuration from the environment).",
     details:
       "Needs JWT_SECRET (or JWT_ALGORITHM with JWT_PRIVATE_KEY) and DATA_ENCRYPTION_KEY. A bad or\n" +
@@ -52,8 +52,13 @@ export const commands: readonly CommandSpec[] = [
       "DB_STATEMENT_TIMEOUT_MS, DB_ACQUIRE_TIMEOUT_MS, MAX_CONNECTIONS, MAX_CONNECTIONS_PER_ADDRESS,\n" +
       "HTTP2_IDLE_TIMEOUT_MS, HTTP1_HEADERS_TIMEOUT_MS, CONSOLE_IDLE_TIMEOUT_SECONDS, METRICS_PORT,\n" +
       "METRICS_HOST, METRICS_PUBLIC, METRICS_TOKEN, LOG_FILE, LOG_FILE_MAX_SIZE, LOG_FILE_FREQUENCY,\n" +
-      "LOG_FILE_KEEP.",
-    takesArgs: false,
+      "LOG_FILE_KEEP.\n\n" +
+      "  --workers N                Run N worker processes (1 to 64) that share the port, each a\n" +
+      "                             replica with its own caches (node:cluster); a worker that dies\n" +
+      "                             is restarted after a backoff; SIGTERM stops them all. Needs\n" +
+      "                             PostgreSQL (DB_CONNECTION): refused (exit 2) on the embedded\n" +
+      "                             database, and with LOG_FILE. docs/operations.md, Several replicas.",
+    takesArgs: true,
   },
   {
     path: ["demo"],

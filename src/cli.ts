@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import cluster from "node:cluster";
 import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -35,6 +36,7 @@ import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
 import { openLogHandlers } from "./log-handlers.js";
+import { aggregateWorkerMetrics, workerMetricsSource } from "./metrics/index.js";
 import { startCore } from "./platform.js";
 import {
   createApiKeyRemotely,
@@ -44,6 +46,7 @@ import {
   remoteTarget,
 } from "./remote-admin.js";
 import { runIngestCommand } from "./search/ingest-command.js";
+import { parseWorkerCount, superviseWorkers, workerSlotVariable } from "./serve-workers.js";
 import { installLastResortGuard } from "./server/last-resort.js";
 import { type Database, DataDirLockedError, migrate, openDatabase } from "./storage/index.js";
 
@@ -131,13 +134,49 @@ async function logHandlersOrExit(config: Config) {
   }
 }
 
-async function serve(): Promise<void> {
+async function serve(args: string[]): Promise<void> {
+  const command = "serve";
+  const { values } = usageChecked(command, () =>
+    parseArgs({ args, options: { workers: { type: "string" } }, strict: true }),
+  );
+  const workers =
+    values.workers === undefined
+      ? undefined
+      : usageChecked(command, () => parseWorkerCount(values.workers ?? ""));
   const { config } = configOrExit(false);
+  if (workers !== undefined && cluster.isPrimary) {
+    if (config.dbConnection === undefined) {
+      fail(
+        "serve --workers needs PostgreSQL (DB_CONNECTION): the embedded database (PGlite) is " +
+          "opened by one process only. Run 'traitgate serve' without --workers, or set DB_CONNECTION.",
+      );
+    }
+    if (config.logFile !== undefined) {
+      fail(
+        "serve --workers does not write LOG_FILE: one file rotated by several processes would " +
+          "lose lines. Unset LOG_FILE and collect the console output (every line names its worker).",
+      );
+    }
+    const logs = await logHandlersOrExit(config);
+    // A scrape of any worker's /metrics answers with every worker's (src/metrics/cluster.ts).
+    aggregateWorkerMetrics();
+    const code = await superviseWorkers({ workers, log: logs.log.child({ role: "primary" }) });
+    await logs.close();
+    process.exit(code);
+  }
   const logs = await logHandlersOrExit(config);
-  const { log } = logs;
+  // A worker's lines say which one it is (its slot, kept by a replacement, and its pid).
+  const slot = cluster.isWorker ? process.env[workerSlotVariable] : undefined;
+  const log =
+    slot === undefined ? logs.log : logs.log.child({ worker: Number(slot), pid: process.pid });
   // One connection's stray error must not stop the process (src/server/last-resort.ts).
   const lastResort = installLastResortGuard(log);
-  const core = await startCore({ config, log, lastResort });
+  const core = await startCore({
+    config,
+    log,
+    lastResort,
+    ...(slot === undefined ? {} : { metricsSource: workerMetricsSource }),
+  });
   stopOnSignals(async () => {
     await core.close();
     log.info("stopped");
@@ -525,7 +564,7 @@ const io = { out: process.stdout, err: process.stderr };
 async function run(command: string, args: string[]): Promise<void> {
   switch (command) {
     case "serve":
-      return serve();
+      return serve(args);
     case "demo":
       return demo();
     case "users create":

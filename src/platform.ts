@@ -23,7 +23,13 @@ import type { ThrottlePolicy } from "./identity/throttle.js";
 import type { Clock } from "./identity/tokens.js";
 import { createUserAdminModule } from "./identity/user-admin-service.js";
 import type { Logger } from "./log.js";
-import { collectCoreMetrics, createMetrics, exposeMetrics, type Metrics } from "./metrics/index.js";
+import {
+  collectCoreMetrics,
+  createMetrics,
+  exposeMetrics,
+  type Metrics,
+  type MetricsSource,
+} from "./metrics/index.js";
 import { createPolicyModule, type PolicyArea } from "./policy/module.js";
 import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
@@ -86,6 +92,8 @@ export interface StartCoreOptions {
   resolveHost?: HostResolver;
   /** The process's last-resort guard (src/server/last-resort.ts), whose count is a metric. */
   lastResort?: { caught(): number };
+  /** What `/metrics` answers, given this process's registry (default: that registry). */
+  metricsSource?: (own: Registry) => MetricsSource;
 }
 
 /** Opens the database, applies migrations, wires every area and listens. */
@@ -246,7 +254,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     });
     // Metrics outside the console's wrapper: /metrics is not a console path.
     const metricsEndpoint = await exposeMetrics(consoleListener, {
-      registry: metrics.registry,
+      registry: options.metricsSource?.(metrics.registry) ?? metrics.registry,
       config: config.metrics,
       log,
     });

@@ -1,9 +1,9 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { Registry } from "prom-client";
 import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse, RequestListener } from "../server/app.js";
+import type { MetricsSource } from "./cluster.js";
 import type { MetricsConfig } from "./config.js";
 
 /**
@@ -62,7 +62,7 @@ function sameSecret(given: string, expected: string): boolean {
 
 /** Answers one request for the metrics. */
 export function createMetricsHandler(
-  registry: Registry,
+  registry: MetricsSource,
   access: MetricsAccess,
   log: Logger,
 ): (req: NodeRequest, res: NodeResponse) => void {

@@ -1,9 +1,10 @@
-import type { Registry } from "prom-client";
 import type { Logger } from "../log.js";
 import type { RequestListener } from "../server/app.js";
+import type { MetricsSource } from "./cluster.js";
 import type { MetricsConfig } from "./config.js";
 import { createMetricsHandler, listenForMetrics, withMetricsPath } from "./endpoint.js";
 
+export { aggregateWorkerMetrics, type MetricsSource, workerMetricsSource } from "./cluster.js";
 export { type CoreSources, collectCoreMetrics } from "./collect.js";
 export { type MetricsConfig, metricsConfig } from "./config.js";
 export { createMetrics, type Metrics } from "./metrics.js";
@@ -21,7 +22,7 @@ export interface MetricsEndpoint {
 /** Serves `/metrics` where the configuration says (docs/operations.md, "Metrics"). */
 export async function exposeMetrics(
   app: RequestListener,
-  options: { registry: Registry; config: MetricsConfig; log: Logger },
+  options: { registry: MetricsSource; config: MetricsConfig; log: Logger },
 ): Promise<MetricsEndpoint> {
   const { config } = options;
   const handler = createMetricsHandler(options.registry, config, options.log);

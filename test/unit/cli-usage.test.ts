@@ -85,7 +85,6 @@ describe("usage errors name what is wrong and point at --help", () => {
     [["audit", "check"], 'unknown audit command "check"', "traitgate audit --help"],
     [["keys"], '"keys" needs a command: rotate', "traitgate keys --help"],
     [["demo", "now"], 'demo takes no arguments (got "now")', "traitgate demo --help"],
-    [["serve", "--port", "1"], "serve takes no arguments", "traitgate serve --help"],
     [["keys", "rotate", "x"], "keys rotate takes no arguments", "traitgate keys rotate --help"],
     [["help", "bogus"], 'unknown command "bogus"', "traitgate --help"],
   ])("%j", (argv, problem, help) => {
