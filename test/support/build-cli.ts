@@ -1,4 +1,4 @@
-import { readdirSync, rmSync } from "node:fs";
+import { copyFileSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
@@ -31,9 +31,14 @@ export default async function setup(): Promise<void> {
     bundle: false,
     format: "esm",
     platform: "node",
-    target: "node20",
+    // 20.10: the first Node 20 with import attributes, which esbuild otherwise drops (openapi.json).
+    target: "node20.10",
     sourcemap: "inline",
     logLevel: "warning",
   });
+  // JSON the code imports (gen/openapi.json): esbuild compiles file by file and copies none.
+  for (const f of readdirSync(join(root, "gen"), { recursive: true, encoding: "utf8" })) {
+    if (f.endsWith(".json")) copyFileSync(join(root, "gen", f), join(testBuildDir, "gen", f));
+  }
   await buildTemplates();
 }
