@@ -237,6 +237,8 @@ export function createOAuthTokenFormRoute(): HttpRoute {
         const { status, error, reason, message, headers } = answerOf(err, call.record);
         // RFC 6749 §5.2: a 401 names the scheme the client can authenticate with (Basic).
         if (status === 401) headers["www-authenticate"] = 'Basic realm="traitgate"';
+        // Stop an HTTP/1.1 client still sending a body that will not be read.
+        if (status === 413 && req.httpVersionMajor === 1) headers.connection = "close";
         send(res, status, headers, { error, error_description: message, reason });
       }
     },
