@@ -1,5 +1,5 @@
 import type { OutgoingHttpHeaders } from "node:http";
-import { create } from "@bufbuild/protobuf";
+import { create, type JsonObject } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
   IdentityService,
@@ -213,6 +213,25 @@ function answerOf(
     headers: {},
   };
 }
+
+/** The form request as OpenAPI describes it (gen/openapi.json, beside the JSON body). */
+export const tokenFormOpenApi: JsonObject = {
+  "application/x-www-form-urlencoded": {
+    schema: {
+      type: "object",
+      description:
+        "OAuth 2.0 client credentials (RFC 6749 §4.4): the client authenticates with HTTP Basic " +
+        "(client_secret_basic) or client_id and client_secret in the form (client_secret_post), " +
+        'not both. Errors have RFC 6749 §5.2\'s shape: {"error", "error_description", "reason"}.',
+      required: ["grant_type"],
+      properties: {
+        grant_type: { type: "string", enum: ["client_credentials"] },
+        client_id: { type: "string", pattern: "^[a-z0-9][a-z0-9-]{1,62}$" },
+        client_secret: { type: "string", maxLength: 256 },
+      },
+    },
+  },
+};
 
 /** The route that answers form-encoded token requests on `/auth/token`. */
 export function createOAuthTokenFormRoute(): HttpRoute {

@@ -238,6 +238,25 @@ describe("form-encoded client credentials on /auth/token", () => {
   });
 });
 
+describe("the OpenAPI document", () => {
+  it("lists the form-encoded token request beside the JSON one", async () => {
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+      paths: Record<string, { post?: { requestBody: { content: Record<string, unknown> } } }>;
+    };
+    const content = doc.paths["/auth/token"]?.post?.requestBody.content ?? {};
+    expect(Object.keys(content).sort()).toEqual([
+      "application/json",
+      "application/x-www-form-urlencoded",
+    ]);
+    expect(content["application/x-www-form-urlencoded"]).toMatchObject({
+      schema: {
+        required: ["grant_type"],
+        properties: { grant_type: { enum: ["client_credentials"] } },
+      },
+    });
+  });
+});
+
 describe("/.well-known/openid-configuration", () => {
   it("describes the issuer, token endpoint and keys with absolute URLs that answer", async () => {
     const res = await fetch(`${server.url}/.well-known/openid-configuration`);
