@@ -8,7 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bufImage, commentsFromImage } from "../src/openapi/comments.js";
-import { coreAuthRules, coreServices } from "../src/openapi/core-api.js";
+import { coreAuthRules, coreOtherRequestContent, coreServices } from "../src/openapi/core-api.js";
 import { buildOpenApi } from "../src/openapi/document.js";
 import { toolPath } from "./tools.mjs";
 
@@ -17,6 +17,7 @@ const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { ve
 const document = buildOpenApi({
   services: coreServices,
   authRules: coreAuthRules,
+  otherRequestContent: coreOtherRequestContent,
   comments: commentsFromImage(bufImage(toolPath("buf"), "proto", root)),
   version: pkg.version,
 });

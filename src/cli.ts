@@ -31,7 +31,12 @@ import {
   loadConfig,
 } from "./config.js";
 import { runKeysRotateCommand } from "./crypto/rotate-command.js";
-import { type DemoKeyName, ensureDemoDataKey, useDemoKeys } from "./demo/keys.js";
+import {
+  type DemoKeyName,
+  ensureDemoDataKey,
+  ensureDemoSigningKey,
+  useDemoKeys,
+} from "./demo/keys.js";
 import { setUpDemoRetrieval } from "./demo/retrieval.js";
 import { createIdentityModule } from "./identity/module.js";
 import { createLogger, type Logger } from "./log.js";
@@ -188,9 +193,11 @@ async function serve(args: string[]): Promise<void> {
 async function demo(): Promise<void> {
   const keyNote = ensureDemoDataKey(process.env);
   const checkpointKeyNote = ensureDemoCheckpointKey(process.env);
+  const signingKeyNote = ensureDemoSigningKey(process.env);
   const { config, generated } = configOrExit(true);
   if (keyNote) generated.push(keyNote);
   if (checkpointKeyNote) generated.push(checkpointKeyNote);
+  if (signingKeyNote) generated.push(signingKeyNote);
   const logs = await logHandlersOrExit(config);
   const { log } = logs;
   const lastResort = installLastResortGuard(log);
@@ -243,6 +250,7 @@ async function demo(): Promise<void> {
     "  second factor: set one up on the console's first page, sign in again, then paste the API key)",
     `Metrics (Prometheus): ${core.metricsAt.url} (${core.metricsAt.access}; docs/operations.md)`,
     `OpenAPI 3.1 of the REST API: ${url}/openapi.json (docs/api.md#openapi)`,
+    `OpenID/OAuth discovery: ${url}/.well-known/openid-configuration (keys: ${url}/.well-known/jwks.json)`,
     ...(generated.length > 0
       ? ["Generated because none was configured:", ...generated.map((g) => `  - ${g}`)]
       : []),

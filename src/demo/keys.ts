@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { generateDataKey } from "../crypto/secret-box.js";
@@ -11,6 +12,7 @@ import { generateDataKey } from "../crypto/secret-box.js";
 export const demoKeyFiles = {
   DATA_ENCRYPTION_KEY: "demo-encryption.key",
   AUDIT_CHECKPOINT_KEY: "demo-audit-checkpoint.key",
+  JWT_PRIVATE_KEY: "demo-jwt-signing.key",
 } as const;
 
 export type DemoKeyName = keyof typeof demoKeyFiles;
@@ -26,6 +28,30 @@ export function ensureDemoDataKey(env: NodeJS.ProcessEnv): string | undefined {
   if (!existsSync(file)) writeFileSync(file, `${generateDataKey()}\n`, { mode: 0o600 });
   env.DATA_ENCRYPTION_KEY = readFileSync(file, "utf8").trim();
   return `DATA_ENCRYPTION_KEY was not set: the demo key in ${file} is used (generated on first run)`;
+}
+
+/**
+ * Demo mode signs tokens with EdDSA (Ed25519), its private key generated on the first run and
+ * kept in DATA_DIR: the JWKS then publishes the public key, so other services verify the
+ * demo's tokens offline, and tokens stay valid across restarts. Left alone when the operator
+ * chose how to sign (JWT_SECRET, JWT_PRIVATE_KEY, or a JWT_ALGORITHM other than EdDSA).
+ * Sets JWT_ALGORITHM and JWT_PRIVATE_KEY in `env`; returns a note for the banner (never the key).
+ */
+export function ensureDemoSigningKey(env: NodeJS.ProcessEnv): string | undefined {
+  const algorithm = env.JWT_ALGORITHM?.trim();
+  if (env.JWT_SECRET || env.JWT_PRIVATE_KEY || (algorithm && algorithm !== "EdDSA")) {
+    return undefined;
+  }
+  const dataDir = dataDirOf(env);
+  const file = join(dataDir, demoKeyFiles.JWT_PRIVATE_KEY);
+  mkdirSync(dataDir, { recursive: true });
+  if (!existsSync(file)) {
+    const { privateKey } = generateKeyPairSync("ed25519");
+    writeFileSync(file, privateKey.export({ format: "pem", type: "pkcs8" }), { mode: 0o600 });
+  }
+  env.JWT_ALGORITHM = "EdDSA";
+  env.JWT_PRIVATE_KEY = readFileSync(file, "utf8");
+  return `JWT_SECRET was not set: tokens are signed with EdDSA, the demo key in ${file} (generated on first run; public key at /.well-known/jwks.json)`;
 }
 
 /**

@@ -7,6 +7,7 @@ import { type AuthRule, publicMethod } from "../server/interceptors.js";
 import type { Database, Queryable } from "../storage/index.js";
 import { createIdentity, type Identity, type IdentitySettings } from "./identity.js";
 import { createMfa } from "./mfa.js";
+import { createOAuthTokenFormRoute } from "./oauth-token-form.js";
 import { createPasswordHasher, type PasswordCost, type PasswordHasher } from "./passwords.js";
 import { createIdentityService, IdentityService } from "./service.js";
 import { createServiceAccountStore } from "./service-account-store.js";
@@ -61,6 +62,7 @@ export const identityAuthRules: ReadonlyMap<string, AuthRule> = new Map<string, 
   // Validate reports on the token it is given instead of requiring one.
   [`${IdentityService.typeName}/Validate`, { public: true, readsBearer: true }],
   [`${IdentityService.typeName}/GetJwks`, publicMethod],
+  [`${IdentityService.typeName}/GetOpenIdConfiguration`, publicMethod],
 ]);
 
 /** The identity domain with the operator's user changes (command line, demo mode). */
@@ -162,7 +164,7 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
     ...(deps.serviceAccountDeleted ? { onDeleted: deps.serviceAccountDeleted } : {}),
     forget: (id) => identity.forgetServiceAccount(id),
   });
-  const service = createIdentityService(identity, serviceAccounts);
+  const service = createIdentityService(identity, serviceAccounts, deps.jwt);
   return {
     identity,
     serviceAccounts,
@@ -172,6 +174,8 @@ export async function createIdentityModule(deps: IdentityModuleDeps): Promise<Id
       services: [IdentityService],
       register: (router) => router.service(IdentityService, service),
       authRules: identityAuthRules,
+      // The standard form-encoded client-credentials request on /auth/token.
+      httpRoutes: [createOAuthTokenFormRoute()],
     },
   };
 }

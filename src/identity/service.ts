@@ -4,6 +4,7 @@ import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js"
 import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
 import { auditedRequestOf, type Principal, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
+import { openIdConfiguration } from "./discovery.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 import type { ServiceAccounts } from "./service-accounts.js";
 
@@ -11,6 +12,7 @@ import type { ServiceAccounts } from "./service-accounts.js";
 export function createIdentityService(
   identity: Identity,
   serviceAccounts: Pick<ServiceAccounts, "issueToken">,
+  issuer: Parameters<typeof openIdConfiguration>[0],
 ): ServiceImpl<typeof IdentityService> {
   return {
     async login(req, ctx) {
@@ -74,6 +76,11 @@ export function createIdentityService(
     },
     async getJwks() {
       return { keys: identity.jwks.map((k) => ({ ...k })) };
+    },
+    async getOpenIdConfiguration(_req, ctx) {
+      // The same for everyone who asks this host: caches may keep it for five minutes.
+      ctx.responseHeader.set("cache-control", "public, max-age=300");
+      return openIdConfiguration(issuer, new URL(ctx.url).origin);
     },
   };
 }

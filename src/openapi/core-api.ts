@@ -1,4 +1,4 @@
-import type { DescService } from "@bufbuild/protobuf";
+import type { DescService, JsonObject } from "@bufbuild/protobuf";
 import { ApiKeyService } from "../../gen/traitgate/admin/v1/api_keys_pb.js";
 import { AuditService } from "../../gen/traitgate/admin/v1/audit_pb.js";
 import {
@@ -16,6 +16,7 @@ import { apiKeyAuthRules } from "../apikeys/module.js";
 import { auditQueryAuthRules } from "../audit/query-service.js";
 import { gatewayAuthRules } from "../gateway/module.js";
 import { identityAuthRules } from "../identity/module.js";
+import { tokenFormOpenApi } from "../identity/oauth-token-form.js";
 import { serviceAccountAdminAuthRules } from "../identity/service-accounts-service.js";
 import { userAdminAuthRules } from "../identity/user-admin-service.js";
 import { policyAuthRules } from "../policy/module.js";
@@ -53,4 +54,9 @@ export const coreAuthRules: ReadonlyMap<string, AuthRule> = new Map([
   ...policyAuthRules,
   ...gatewayAuthRules,
   ...searchAuthRules,
+]);
+
+/** Bodies the core takes besides JSON: the form-encoded OAuth token request. */
+export const coreOtherRequestContent: ReadonlyMap<string, JsonObject> = new Map([
+  [`${IdentityService.typeName}/Token`, tokenFormOpenApi],
 ]);

@@ -26,6 +26,11 @@ export interface OpenApiInput {
   authRules: ReadonlyMap<string, AuthRule>;
   comments: Comments;
   version: string;
+  /**
+   * Request bodies a method also takes besides JSON, by "<package.Service>/<Method>": media
+   * type → OpenAPI media type object (the form-encoded OAuth token request).
+   */
+  otherRequestContent?: ReadonlyMap<string, JsonObject>;
 }
 
 /** Every message a set of messages reaches through its fields, the messages included. */
@@ -118,9 +123,13 @@ export function buildOpenApi(input: OpenApiInput): JsonObject {
     const rule = input.authRules.get(`${method.parent.typeName}/${method.name}`);
     for (const binding of bindingsOf(method, httpRulesOf(method))) {
       const item = paths.get(binding.path) ?? {};
-      item[binding.httpMethod.toLowerCase()] = operationOf(binding, rule, schemas, (m) =>
-        comments.of(m),
-      );
+      const operation = operationOf(binding, rule, schemas, (m) => comments.of(m));
+      const other = input.otherRequestContent?.get(`${method.parent.typeName}/${method.name}`);
+      const body = operation.requestBody as { content?: JsonObject } | undefined;
+      if (other !== undefined && body?.content !== undefined) {
+        body.content = { ...body.content, ...other };
+      }
+      item[binding.httpMethod.toLowerCase()] = operation;
       paths.set(binding.path, item);
     }
   }

@@ -1,6 +1,11 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
-import { createRegistry, type DescService } from "@bufbuild/protobuf";
+import {
+  createRegistry,
+  type DescMessage,
+  type DescService,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import { file_buf_validate_validate } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import {
@@ -45,8 +50,8 @@ import {
 import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
-import { createRestTranscoder, listRestRoutes } from "./transcoder/index.js";
-import { UnaryMethods } from "./unary.js";
+import { createRestTranscoder, invokeFromHttp, listRestRoutes } from "./transcoder/index.js";
+import { UnaryMethods, type UnaryOutcome } from "./unary.js";
 
 export type NodeRequest = IncomingMessage | Http2ServerRequest;
 export type NodeResponse = ServerResponse | Http2ServerResponse;
@@ -63,6 +68,30 @@ export interface ServiceModule {
    * told of calls refused before their method ran for other reasons (RefusedCall.stage).
    */
   onRefused?: (call: RefusedCall) => Promise<void>;
+  /** Requests to one of the module's REST paths that it answers in a shape of its own. */
+  httpRoutes?: readonly HttpRoute[];
+}
+
+/**
+ * A request on one path that a module decodes and answers itself (OAuth's form-encoded
+ * token request), still through its method behind the same interceptors; the requests it
+ * does not take go on to the REST transcoder.
+ */
+export interface HttpRoute {
+  /** The exact path, e.g. "/auth/token". */
+  path: string;
+  /** Whether this route answers the request (by its method and content type). */
+  takes(req: NodeRequest): boolean;
+  /** Answers it; resolves once answered (or once the client is gone). */
+  serve(req: NodeRequest, res: NodeResponse, call: HttpRouteCall): Promise<void>;
+}
+
+export interface HttpRouteCall {
+  /** The call's record (route and outcome go in it, for the access log and metrics). */
+  record: CallRecord;
+  maxBodyBytes: number;
+  /** Calls the unary method at `/<package.Service>/<Method>` as REST does, behind the interceptors. */
+  invoke(methodPath: string, message: MessageShape<DescMessage>): Promise<UnaryOutcome>;
 }
 
 /** The REST routes an app answers and the auth rule of each method, by "<package.Service>/<Method>". */
@@ -188,6 +217,7 @@ export function createApp(options: AppOptions): {
     rpcHandlers: handlers,
     restRoutes,
   });
+  const httpRoutes = modules.flatMap((m) => m.httpRoutes ?? []);
 
   /** Serves one request; resolves once it is answered (or its client is gone). */
   const serve = (req: NodeRequest, res: NodeResponse, call: CallRecord): Promise<void> => {
@@ -256,6 +286,18 @@ export function createApp(options: AppOptions): {
       return probe(path, options.health, res).then((ready) =>
         noteOutcome(call, ready ? 0 : Code.Unavailable),
       );
+    }
+    const own = httpRoutes.find((r) => r.path === path && r.takes(req));
+    if (own !== undefined) {
+      return own.serve(req, res, {
+        record: call,
+        maxBodyBytes: options.maxBodyBytes,
+        invoke: (methodPath, message) => {
+          const spec = unary.get(methodPath);
+          if (spec === undefined) throw new Error(`no unary method ${methodPath}`);
+          return invokeFromHttp(spec, req, res, message, unary, contextValues);
+        },
+      });
     }
     return rest(req, res, contextValues);
   };

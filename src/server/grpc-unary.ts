@@ -176,7 +176,7 @@ export async function serveGrpcUnary(
     const outcome = await options.methods.invoke(spec, input, {
       protocolName: "grpc",
       requestHeader: requestHeader(req),
-      url: `http://${authority}${req.url}`,
+      url: `${"encrypted" in req.socket && req.socket.encrypted ? "https" : "http"}://${authority}${req.url}`,
       signal: client.signal,
       timeoutMs: timeout.timeoutMs,
       contextValues: options.contextValues,

@@ -1,6 +1,7 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createRemoteJWKSet, jwtVerify } from "jose";
 import { afterAll, describe, expect, it } from "vitest";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
 
@@ -47,7 +48,8 @@ async function loginAndValidate(url: string, username: string, password: string)
 describe("traitgate demo", () => {
   it("starts on the embedded database, prints the admin password once, and it logs in", async () => {
     // No HOST: the demo, which prints an admin password, listens on loopback only.
-    const { HOST: _, ...env } = baseEnv(tempDir());
+    const dataDir = tempDir();
+    const { HOST: _, ...env } = baseEnv(dataDir);
     const { child, output: outputNow } = await startCli(["demo"], env, /Search as each/);
     const output = outputNow();
     const listening = JSON.parse(
@@ -79,6 +81,22 @@ describe("traitgate demo", () => {
       username: "admin",
       roles: ["admin"],
     });
+    // Tokens are signed with EdDSA, its key kept in DATA_DIR (0600): another service verifies
+    // them with the JWKS that the printed discovery document names, without any secret.
+    expect(statSync(join(dataDir, "demo-jwt-signing.key")).mode & 0o777).toBe(0o600);
+    const discoveryUrl = /OpenID\/OAuth discovery: (\S+)/.exec(output)?.[1];
+    expect(discoveryUrl).toBe(`${url}/.well-known/openid-configuration`);
+    const discovery = (await (await fetch(discoveryUrl ?? "")).json()) as { jwks_uri: string };
+    const adminLogin = await fetch(`${url}/auth/login`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ username: "admin", password }),
+    });
+    const { token: adminToken } = (await adminLogin.json()) as { token: string };
+    const verified = await jwtVerify(adminToken, createRemoteJWKSet(new URL(discovery.jwks_uri)), {
+      algorithms: ["EdDSA"],
+    });
+    expect(verified.payload.username).toBe("admin");
     // The admin console's address is printed, and it answers there.
     expect(output).toContain(`Admin console: ${url}/console/`);
     const page = await fetch(`${url}/console/`);

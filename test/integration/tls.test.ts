@@ -162,6 +162,21 @@ describe("TLS on the one port", () => {
     expect(err?.findDetails(ErrorInfoSchema)[0]?.reason).toBe("INVALID_CREDENTIALS");
   });
 
+  it("describes itself with https URLs, over REST and over gRPC", async () => {
+    const rest = await httpsRequest("GET", "/.well-known/openid-configuration", {});
+    expect(rest.status).toBe(200);
+    expect(rest.json).toMatchObject({
+      jwks_uri: `${server.url}/.well-known/jwks.json`,
+      token_endpoint: `${server.url}/auth/token`,
+    });
+    const client = createClient(
+      IdentityService,
+      createGrpcTransport({ baseUrl: server.url, nodeOptions: { ca: certificate.cert } }),
+    );
+    const viaGrpc = await client.getOpenIdConfiguration({});
+    expect(viaGrpc.tokenEndpoint).toBe(`${server.url}/auth/token`);
+  });
+
   it("passes nodeOptions.ca through createGrpcTransport", async () => {
     // The form callers write without their own session manager.
     const transport = createGrpcTransport({

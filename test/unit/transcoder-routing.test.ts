@@ -163,6 +163,11 @@ describe("listRestRoutes", () => {
         template: "/.well-known/jwks.json",
         rpc: "traitgate.identity.v1.IdentityService.GetJwks",
       },
+      {
+        method: "GET",
+        template: "/.well-known/openid-configuration",
+        rpc: "traitgate.identity.v1.IdentityService.GetOpenIdConfiguration",
+      },
     ]);
   });
 

@@ -48,7 +48,7 @@ export function isJsonContentType(value: string | undefined): boolean {
  * Reads at most `maxBytes` of the body, stopping (and failing with 413) as
  * soon as more arrive; the rest is left for Node to discard.
  */
-function readLimited(req: NodeRequest, maxBytes: number): Promise<Buffer> {
+export function readLimited(req: NodeRequest, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;

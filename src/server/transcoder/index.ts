@@ -4,6 +4,7 @@
  */
 export {
   createRestTranscoder,
+  invokeFromHttp,
   listRestRoutes,
   type RestHandler,
   type RestTranscoderOptions,

@@ -5,7 +5,12 @@ import { Code, ConnectError, type ContextValues, createContextValues } from "@co
 import type { Logger } from "../../log.js";
 import { noteError, noteOutcome } from "../call-record.js";
 import { type CallRecord, callRecordKey } from "../context.js";
-import { clientGoneSignal, type UnaryMethods, type UnaryOutcome } from "../unary.js";
+import {
+  clientGoneSignal,
+  type UnaryMethods,
+  type UnaryOutcome,
+  type UnarySpec,
+} from "../unary.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
   connectErrorResponse,
@@ -149,9 +154,9 @@ function sendError(
   send(res, answer.status, answer.headers, answer.body);
 }
 
-/** Calls the route's method in process with the request message, behind the router's interceptors. */
-function invoke(
-  route: Route,
+/** Calls a method in process with the request message, behind the router's interceptors. */
+export function invokeFromHttp(
+  spec: UnarySpec,
   req: NodeRequest,
   res: NodeResponse,
   message: Parameters<UnaryMethods["invoke"]>[1],
@@ -162,10 +167,10 @@ function invoke(
   const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
   return methods
-    .invoke(route.spec, message, {
+    .invoke(spec, message, {
       protocolName: "rest",
       requestHeader: handlerHeaders(req),
-      url: `${encrypted ? "https" : "http"}://${String(authority)}/${route.spec.method.parent.typeName}/${route.spec.method.name}`,
+      url: `${encrypted ? "https" : "http"}://${String(authority)}/${spec.method.parent.typeName}/${spec.method.name}`,
       signal: client.signal,
       contextValues,
     })
@@ -222,7 +227,14 @@ async function serve(
     if (call !== undefined) call.message = pathOnlyMessage(route, match.segments, options.registry);
     throw err;
   }
-  const outcome = await invoke(route, req, res, message, options.methods, contextValues);
+  const outcome = await invokeFromHttp(
+    route.spec,
+    req,
+    res,
+    message,
+    options.methods,
+    contextValues,
+  );
   send(
     res,
     200,
