@@ -27,15 +27,20 @@ export interface OpenIdConfiguration {
  * expects, the document then lives under it), else the scheme and host the request came to.
  */
 export function publicBaseUrl(issuer: string, requestOrigin: string): string {
+  return issuerIsBaseUrl(issuer) ? new URL(issuer).href.replace(/\/+$/, "") : requestOrigin;
+}
+
+/** Is the issuer an http(s) URL without query or fragment (the document's base)? */
+export function issuerIsBaseUrl(issuer: string): boolean {
   let url: URL;
   try {
     url = new URL(issuer);
   } catch {
-    return requestOrigin;
+    return false;
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") return requestOrigin;
-  if (url.search !== "" || url.hash !== "") return requestOrigin;
-  return url.href.replace(/\/+$/, "");
+  return (
+    (url.protocol === "https:" || url.protocol === "http:") && url.search === "" && url.hash === ""
+  );
 }
 
 export function openIdConfiguration(

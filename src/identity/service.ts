@@ -4,7 +4,7 @@ import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js"
 import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
 import { auditedRequestOf, type Principal, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
-import { openIdConfiguration } from "./discovery.js";
+import { issuerIsBaseUrl, openIdConfiguration } from "./discovery.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 import type { ServiceAccounts } from "./service-accounts.js";
 
@@ -78,9 +78,21 @@ export function createIdentityService(
       return { keys: identity.jwks.map((k) => ({ ...k })) };
     },
     async getOpenIdConfiguration(_req, ctx) {
-      // The same for everyone who asks this host: caches may keep it for five minutes.
-      ctx.responseHeader.set("cache-control", "public, max-age=300");
-      return openIdConfiguration(issuer, new URL(ctx.url).origin);
+      let requestOrigin: string;
+      try {
+        requestOrigin = new URL(ctx.url).origin;
+      } catch {
+        throw invalidArgument("INVALID_HOST", "the request's Host header is not a host name");
+      }
+      const document = openIdConfiguration(issuer, requestOrigin);
+      // With an http(s) JWT_ISSUER the document is the same for everyone: caches may keep it
+      // five minutes. Without one its URLs come from the request's Host, which the client
+      // chose: a shared cache keyed without the Host must not hand them to someone else.
+      ctx.responseHeader.set(
+        "cache-control",
+        issuerIsBaseUrl(issuer.issuer) ? "public, max-age=300" : "no-store",
+      );
+      return document;
     },
   };
 }

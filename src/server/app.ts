@@ -50,6 +50,7 @@ import {
 import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
+import { RestError, restErrorResponse } from "./transcoder/errors.js";
 import { createRestTranscoder, invokeFromHttp, listRestRoutes } from "./transcoder/index.js";
 import { UnaryMethods, type UnaryOutcome } from "./unary.js";
 
@@ -248,6 +249,23 @@ export function createApp(options: AppOptions): {
           contextValues,
           log,
         }).catch((err: unknown) => log.error({ err, rpc: path }, "gRPC call failed"));
+      }
+      // Connect's adapter throws (synchronously, out of this listener) when a request names
+      // no authority: an HTTP/1.0 request without Host. A bad request, not a crash.
+      if (req.headers.host === undefined && req.headers[":authority"] === undefined) {
+        noteOutcome(call, Code.InvalidArgument, "MISSING_HOST");
+        const answer = restErrorResponse(
+          new RestError(
+            400,
+            Code.InvalidArgument,
+            "MISSING_HOST",
+            "the request has no Host header",
+          ),
+        );
+        res.writeHead(400, { "content-type": "application/json", connection: "close" });
+        res.end(answer.body);
+        req.resume();
+        return Promise.resolve();
       }
       const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
       // Ended when the response closes (universalResponseToNodeResponse never settles: it

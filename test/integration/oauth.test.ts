@@ -1,3 +1,4 @@
+import { connect as tcpConnect } from "node:net";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callJson } from "../support/http.js";
@@ -261,7 +262,8 @@ describe("/.well-known/openid-configuration", () => {
   it("describes the issuer, token endpoint and keys with absolute URLs that answer", async () => {
     const res = await fetch(`${server.url}/.well-known/openid-configuration`);
     expect(res.status).toBe(200);
-    expect(res.headers.get("cache-control")).toBe("public, max-age=300");
+    // Its URLs come from the request's Host (the issuer is not a URL): no shared cache keeps it.
+    expect(res.headers.get("cache-control")).toBe("no-store");
     const doc = (await res.json()) as Record<string, unknown>;
     expect(doc).toEqual({
       issuer: server.config.jwt.issuer,
@@ -295,6 +297,25 @@ describe("/.well-known/openid-configuration", () => {
     };
     expect(doc.token_endpoint).toBe(`${alias}/auth/token`);
   });
+
+  it("answers a Host that is no host name with 400, not a server error", async () => {
+    const { port } = new URL(server.url);
+    const reply = await new Promise<string>((resolve, reject) => {
+      const socket = tcpConnect(Number(port), "127.0.0.1", () => {
+        socket.end(
+          "GET /.well-known/openid-configuration HTTP/1.1\r\nHost: a b\r\nConnection: close\r\n\r\n",
+        );
+      });
+      let text = "";
+      socket.on("data", (c: Buffer) => {
+        text += c.toString();
+      });
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.1 400 /);
+    expect(reply).toContain("INVALID_HOST");
+  });
 });
 
 describe("an asymmetric issuer", () => {
@@ -313,12 +334,15 @@ describe("an asymmetric issuer", () => {
       },
     });
     try {
-      const doc = (await (await fetch(`${es.url}/.well-known/openid-configuration`)).json()) as {
+      const discovery = await fetch(`${es.url}/.well-known/openid-configuration`);
+      expect(discovery.headers.get("cache-control")).toBe("public, max-age=300");
+      const doc = (await discovery.json()) as {
         issuer: string;
         jwks_uri: string;
         id_token_signing_alg_values_supported: string[];
       };
-      // An http(s) issuer is the base of the URLs (the document lives under it).
+      // An http(s) issuer is the base of the URLs (the document lives under it), the same
+      // for every request: caches may keep it.
       expect(doc.issuer).toBe(issuerUrl);
       expect(doc.jwks_uri).toBe(`${issuerUrl}/.well-known/jwks.json`);
       expect(doc.id_token_signing_alg_values_supported).toEqual(["EdDSA"]);

@@ -1,4 +1,5 @@
 import { connect as h2connect } from "node:http2";
+import { connect as tcpConnect } from "node:net";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -176,6 +177,30 @@ describe("transport edges", () => {
     });
     session.close();
     expect(headers["grpc-status"]).toBe(String(Code.Unimplemented));
+  });
+
+  it("answers 400 to an HTTP/1.0 call without a Host header, and keeps serving", async () => {
+    // Connect's request adapter throws when it cannot tell the request's authority; thrown
+    // out of the listener, that stopped the process (last-resort guard: not a connection
+    // error). Every RPC path takes Connect's adapter.
+    const { port } = new URL(server.url);
+    const reply = await new Promise<string>((resolve, reject) => {
+      const socket = tcpConnect(Number(port), "127.0.0.1", () => {
+        socket.end(
+          "POST /traitgate.testing.v1.TranscodingTestService/GetDefaultShelf HTTP/1.0\r\n" +
+            "Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
+        );
+      });
+      let text = "";
+      socket.on("data", (c: Buffer) => {
+        text += c.toString();
+      });
+      socket.on("close", () => resolve(text));
+      socket.on("error", reject);
+    });
+    expect(reply).toMatch(/^HTTP\/1\.[01] 400 /);
+    expect(reply).toContain("MISSING_HOST");
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
   });
 
   it("finishes in-flight requests on shutdown, then refuses new connections", async () => {
