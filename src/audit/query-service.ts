@@ -24,9 +24,11 @@ export function createAuditService(
           ? {
               checkpoint: {
                 eventSeq: BigInt(checkpoint.eventSeq),
-                signedSeq: BigInt(checkpoint.checkpoint?.seq ?? 0),
+                // A forged row's seq or time may be anything: what is no int64 or no date
+                // is left out (its status says what is wrong with it).
+                signedSeq: int64OrZero(checkpoint.checkpoint?.seq),
                 signedHash: checkpoint.checkpoint?.hash ?? "",
-                ...(checkpoint.checkpoint
+                ...(checkpoint.checkpoint && Number.isFinite(Date.parse(checkpoint.checkpoint.time))
                   ? { signedAt: timestampFromDate(new Date(checkpoint.checkpoint.time)) }
                   : {}),
                 keyId: checkpoint.checkpoint?.keyId ?? "",
@@ -110,3 +112,12 @@ export function createAuditQueryModule(deps: {
 }
 
 export { AuditService };
+
+const maxInt64 = (1n << 63n) - 1n;
+
+/** A decimal seq as an int64; 0 for anything else. */
+function int64OrZero(seq: string | undefined): bigint {
+  if (seq === undefined || !/^\d{1,19}$/.test(seq)) return 0n;
+  const n = BigInt(seq);
+  return n <= maxInt64 ? n : 0n;
+}
