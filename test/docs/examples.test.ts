@@ -11,6 +11,7 @@ import {
   placeholders,
   type ShellBlock,
   shellBlocks,
+  shownFields,
   substitute,
   wrap,
 } from "../support/doc-examples.js";
@@ -162,6 +163,9 @@ describe.skipIf(skip)("the runnable examples, against a demo", () => {
         expect(out, `${where(block)}: the error the docs show`).toContain(`"code":"${shown.code}"`);
         if (shown.reason) expect(out, where(block)).toContain(`"reason":"${shown.reason}"`);
       }
+      const compact = out.replace(/"\s*:\s*/g, '":');
+      const missing = shownFields(block.code).filter((f) => !compact.includes(`"${f}":`));
+      expect(missing, `${where(block)}: fields the docs show, missing from\n${out}`).toEqual([]);
     }
   });
 });

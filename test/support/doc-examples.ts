@@ -9,7 +9,8 @@
  * access token) and `$KEY` (the demo's API key) are set; variables a block sets are kept for
  * the document's later blocks. `curl` fails on an HTTP error status, except for a command
  * whose next line shows an error body (`# {"code":"…", …}`): that command must answer that
- * code (and reason, when shown).
+ * code (and reason, when shown). The field names of an answer a block shows
+ * (`# {"valid":true,…}`) must be in its output.
  */
 
 export interface ShellBlock {
@@ -115,6 +116,24 @@ export function expectErrors(code: string): { script: string; expected: Expected
     expected.push({ code: shown[1] ?? "", reason });
   }
   return { script: lines.join("\n"), expected };
+}
+
+/**
+ * The field names of the answers a block shows (`# {"valid":true,"username":"admin",…}`,
+ * continued on `#  ` lines), which its output must contain: a renamed or dropped field fails.
+ * Error bodies are checked by `expectErrors`.
+ */
+export function shownFields(code: string): string[] {
+  const fields = new Set<string>();
+  let inAnswer = false;
+  for (const line of code.split("\n")) {
+    const trimmed = line.trim();
+    if (/^#\s*\{/.test(trimmed)) inAnswer = !/^#\s*\{\s*"code"/.test(trimmed);
+    else if (!/^#\s{2,}\S/.test(trimmed)) inAnswer = false;
+    if (!inAnswer) continue;
+    for (const m of trimmed.matchAll(/"([a-z_][a-z0-9_]*)"\s*:/g)) fields.add(m[1] ?? "");
+  }
+  return [...fields];
 }
 
 /**
