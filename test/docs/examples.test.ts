@@ -1,5 +1,13 @@
 import { spawn, spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -91,7 +99,7 @@ describe.skipIf(skip)("the runnable examples, against a demo", () => {
   beforeAll(async () => {
     // `traitgate` as the docs call it: the compiled CLI of this checkout.
     const bin = join(dir, "bin");
-    spawnSync("mkdir", ["-p", bin]);
+    mkdirSync(bin, { recursive: true });
     writeFileSync(
       join(bin, "traitgate"),
       `#!/bin/sh\nexec "${process.execPath}" "${cliScript}" "$@"\n`,
