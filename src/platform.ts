@@ -133,6 +133,8 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
     stopSettings = () => settingsArea.live.close();
     followLogLevel(log, settingsArea.live);
     let gatewayArea: GatewayArea | undefined;
+    // Where this core listens, once it does: plugin manifests may not point there.
+    let listening: RunningServer | undefined;
     const {
       identity,
       serviceAccounts,
@@ -182,6 +184,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       isServiceAccountName: (name) => serviceAccounts.exists(name),
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
+      coreListener: () => (listening ? { host: config.host, port: listening.port } : undefined),
       onCallEnded: (call) => metrics.gatewayCall(call),
     });
     const gateway = gatewayArea;
@@ -266,6 +269,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       ...config.listener,
       log,
     });
+    listening = server;
     collectCoreMetrics(metrics.registry, {
       listener: server,
       db,

@@ -3,7 +3,7 @@
 // It shows the contract from the plugin's side: accept calls only with the core's secret,
 // answer JSON. Used by Traitgate's tests and benchmark as a real separate process.
 //
-//   CORE_SECRET=tgc_... PORT=8080 node examples/echo-plugin/server.mjs
+//   CORE_SECRET=tgc_... PORT=8090 node examples/echo-plugin/server.mjs
 //
 // Operations (paths as in manifest.json):
 //   POST /echo        -> {"echo": <payload>, "seen": {...}}
@@ -116,7 +116,7 @@ const server = createServer((req, res) => {
 });
 
 server.keepAliveTimeout = 60_000;
-server.listen(Number(process.env.PORT ?? 8080), process.env.HOST ?? "127.0.0.1", () => {
+server.listen(Number(process.env.PORT ?? 8090), process.env.HOST ?? "127.0.0.1", () => {
   const { port } = server.address();
   // The test harness and the setup guide read this line.
   process.stdout.write(`echo-plugin listening on ${port}\n`);

@@ -33,9 +33,13 @@ export interface HostPolicy {
    * Registration: checks a manifest's (canonical) host, resolving a name. Throws
    * invalid_argument naming `manifest.host`: HOST_REFUSED (its address may never be dialled),
    * HOST_UNRESOLVABLE (an unlisted name that does not resolve), INVALID_MANIFEST (unlisted
-   * without `allowUnlisted`, or not a host).
+   * without `allowUnlisted`, or not a host). `addresses`: what the host is or resolves to
+   * (none for a listed name that does not resolve yet).
    */
-  check(host: string, allowUnlisted: boolean): Promise<{ unlistedHost: boolean }>;
+  check(
+    host: string,
+    allowUnlisted: boolean,
+  ): Promise<{ unlistedHost: boolean; addresses: readonly string[] }>;
   /** Why `address` may not be dialled for `host`, or undefined when it may. */
   dialRefusal(host: string, address: string): AddressClass | "invalid_host" | undefined;
 }
@@ -158,13 +162,13 @@ export function createHostPolicy(options: {
       if (host.kind === "ip") {
         const cls = addressRefusal(host, host.address);
         if (cls !== undefined) throw refused(text, cls, false);
-        return { unlistedHost: !listed };
+        return { unlistedHost: !listed, addresses: [host.address] };
       }
       const addresses = await resolveWithin(host.name);
       if (addresses === undefined) {
         // A listed name may not exist yet (its plugin not started): the gateway checks
         // every address it dials anyway. An admin's exception is judged on what it is now.
-        if (listed) return { unlistedHost: false };
+        if (listed) return { unlistedHost: false, addresses: [] };
         throw hostProblem(
           "HOST_UNRESOLVABLE",
           `host ${text} does not resolve; an unlisted host must, to be checked`,
@@ -174,7 +178,7 @@ export function createHostPolicy(options: {
         const cls = addressRefusal(host, address);
         if (cls !== undefined) throw refused(text, cls, true);
       }
-      return { unlistedHost: !listed };
+      return { unlistedHost: !listed, addresses };
     },
 
     dialRefusal(text, address) {

@@ -21,6 +21,7 @@ import { createOperatorAllowlist, type OperatorAllowlist } from "./allowlist.js"
 import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
 import { createConnectGuard } from "./connect-guard.js";
+import { type CoreListener, createCoreAddressCheck } from "./core-address.js";
 import { createForwarder } from "./forwarder.js";
 import { createGateway, type Gateway, type GatewayDeps } from "./gateway.js";
 import { createHostPolicy, type HostResolver, systemResolver } from "./host-policy.js";
@@ -63,6 +64,8 @@ export interface GatewayModuleDeps {
   clock?: Clock;
   /** How plugin host names resolve, at registration and when dialled (default: getaddrinfo). */
   resolveHost?: HostResolver;
+  /** Where the core itself listens, once it does (a manifest may not point there). */
+  coreListener?: () => CoreListener | undefined;
   /** Told of every gateway call once it ended (metrics). */
   onCallEnded?: GatewayDeps["onCallEnded"];
 }
@@ -149,6 +152,10 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     box,
     audit: deps.audit,
     hosts,
+    refuseCore: createCoreAddressCheck({
+      listener: deps.coreListener ?? (() => undefined),
+      resolve,
+    }),
     checkTrait: engineTraitCheck(deps.policy),
     byId,
     byCredential,

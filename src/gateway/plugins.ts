@@ -103,6 +103,8 @@ export interface PluginRegistryDeps {
   audit: Pick<AuditWriter, "writeIn">;
   /** Where a manifest's host may point (PLUGIN_ALLOWED_HOSTS and the address classes). */
   hosts: Pick<HostPolicy, "check">;
+  /** Throws PLUGIN_IS_CORE when the host's addresses and port are the core's own listener. */
+  refuseCore?: (host: string, addresses: readonly string[], port: number) => Promise<void>;
   /** The policy's trait registry check (invalid_argument naming `field` when unregistered). */
   checkTrait: (trait: string, field: string) => void;
   /** The registry's cached view of plugins by id and by credential hash (≤ 1 s old). */
@@ -189,7 +191,8 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
   return {
     async register(actor, meta, input, allowUnlistedHost) {
       const manifest = checkManifest(input, { checkTrait: deps.checkTrait });
-      const { unlistedHost } = await deps.hosts.check(manifest.host, allowUnlistedHost);
+      const { unlistedHost, addresses } = await deps.hosts.check(manifest.host, allowUnlistedHost);
+      await deps.refuseCore?.(manifest.host, addresses, manifest.port);
       if (await deps.isServiceAccountName(manifest.id)) {
         throw new DomainError(
           "already_exists",
@@ -229,7 +232,8 @@ export function createPluginRegistry(deps: PluginRegistryDeps): PluginRegistry {
     async update(actor, meta, input, allowUnlistedHost) {
       const before = await existing(input.id);
       const manifest = checkManifest(input, { checkTrait: deps.checkTrait });
-      const { unlistedHost } = await deps.hosts.check(manifest.host, allowUnlistedHost);
+      const { unlistedHost, addresses } = await deps.hosts.check(manifest.host, allowUnlistedHost);
+      await deps.refuseCore?.(manifest.host, addresses, manifest.port);
       const inUse = await deps.operationsInUse(manifest.id);
       const dropped = [...inUse].filter((op) => !(op in manifest.endpoints));
       if (dropped.length > 0) {

@@ -37,7 +37,7 @@ export type PluginManifest = Message<"traitgate.gateway.v1.PluginManifest"> & {
 
   /**
    * The plugin type the interaction policy knows it by, e.g. "internal",
-   * "external", "rag_storage" (trait plugin_type:<value>).
+   * "external", "retrieval" (trait plugin_type:<value>).
    *
    * @generated from field: string plugin_type = 3;
    */
