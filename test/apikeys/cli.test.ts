@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { killAll, runCli, startCli, stopCli } from "../support/cli.js";
+import { seedDataDir } from "../support/pglite-templates.js";
 
 /**
  * `traitgate apikeys create`, `traitgate audit export` and the demo's key, as a user runs
@@ -20,7 +21,9 @@ afterAll(() => {
 });
 
 function env(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const dir = mkdtempSync(join(tmpdir(), "traitgate-apikeys-"));
+  // A migrated embedded database already there: no initdb per command (what is tested here
+  // is the commands, not a first start).
+  const dir = seedDataDir(mkdtempSync(join(tmpdir(), "traitgate-apikeys-")));
   dirs.push(dir);
   return {
     PATH: process.env.PATH,

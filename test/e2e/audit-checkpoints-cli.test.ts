@@ -7,6 +7,7 @@ import { checkpointKeysFrom, publicKeyBase64 } from "../../src/audit/checkpoint-
 import { silentLogger } from "../../src/log.js";
 import { openDatabase } from "../../src/storage/index.js";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
+import { seedDataDir } from "../support/pglite-templates.js";
 
 /**
  * Signed checkpoints from the command line: `serve` logs one at shutdown, and `audit verify`,
@@ -21,7 +22,7 @@ afterAll(() => {
 
 describe("traitgate audit verify with checkpoints", () => {
   it("verifies with the public key alone, and finds the newest events cut", async () => {
-    const dir = mkdtempSync(join(tmpdir(), "traitgate-checkpoint-cli-"));
+    const dir = seedDataDir(mkdtempSync(join(tmpdir(), "traitgate-checkpoint-cli-")));
     dirs.push(dir);
     const seed = randomBytes(32).toString("base64");
     const signing = checkpointKeysFrom({ AUDIT_CHECKPOINT_KEY: seed }, []).signing;

@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { runCli } from "../support/cli.js";
+import { seedDataDir } from "../support/pglite-templates.js";
 
 /**
  * Help, version and exit codes as a shell sees them: separate processes with an environment
@@ -85,7 +86,7 @@ describe("commands ask only for what they use", () => {
   it("apikeys create needs neither JWT_SECRET nor DATA_ENCRYPTION_KEY", async () => {
     const result = await runCli(
       ["apikeys", "create", "--name", "first", "--scope", "api_keys:read"],
-      bareEnv(join(tempDir(), "data")),
+      bareEnv(seedDataDir(join(tempDir(), "data"))),
     );
     expect(result.stderr).not.toContain("JWT_SECRET");
     expect(result.code).toBe(0);
@@ -93,8 +94,8 @@ describe("commands ask only for what they use", () => {
   }, 60_000);
 
   it("keys rotate on the demo's DATA_DIR finds the demo's encryption key", async () => {
-    const dataDir = join(tempDir(), "data");
-    mkdirSync(dataDir);
+    const dataDir = seedDataDir(join(tempDir(), "data"));
+    mkdirSync(dataDir, { recursive: true });
     const file = join(dataDir, "demo-encryption.key");
     writeFileSync(file, `${Buffer.alloc(32, 9).toString("base64")}\n`, { mode: 0o600 });
     const result = await runCli(["keys", "rotate"], bareEnv(dataDir));

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { createRemoteJWKSet, jwtVerify } from "jose";
 import { afterAll, describe, expect, it } from "vitest";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
+import { seedDataDir } from "../support/pglite-templates.js";
 
 /**
  * The command line as a user runs it: separate processes, the embedded
@@ -144,7 +145,7 @@ describe("traitgate users create", () => {
   const dataKey = Buffer.alloc(32, 3).toString("base64");
 
   it("creates a user with a password from the environment or stdin, who can then log in", async () => {
-    const dir = tempDir();
+    const dir = seedDataDir(tempDir());
     const env = { ...baseEnv(dir), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
     const fromEnv = await runCli(
       ["users", "create", "--username", "nurse", "--role", "clinician"],
@@ -231,7 +232,7 @@ describe("traitgate service-accounts create", () => {
   const dataKey = Buffer.alloc(32, 3).toString("base64");
 
   it("prints the client secret once, and it gets a service token from the server", async () => {
-    const dir = tempDir();
+    const dir = seedDataDir(tempDir());
     const env = { ...baseEnv(dir), JWT_SECRET: secret, DATA_ENCRYPTION_KEY: dataKey };
     const created = await runCli(
       ["service-accounts", "create", "--name", "ai-core", "--role", "service"],

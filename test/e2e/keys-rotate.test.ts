@@ -5,6 +5,7 @@ import { generateSync } from "otplib";
 import { afterAll, describe, expect, it } from "vitest";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
 import { callJson } from "../support/http.js";
+import { seedDataDir } from "../support/pglite-templates.js";
 
 /**
  * `traitgate keys rotate` as an operator runs it (docs/encryption.md,
@@ -12,7 +13,7 @@ import { callJson } from "../support/http.js";
  * still logs in with a TOTP code once the old key is gone.
  */
 
-const dir = mkdtempSync(join(tmpdir(), "traitgate-rotate-"));
+const dir = seedDataDir(mkdtempSync(join(tmpdir(), "traitgate-rotate-")));
 
 afterAll(() => {
   killAll();
