@@ -6,7 +6,12 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import type { Database } from "../../src/storage/index.js";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
-import { openTestPostgres, postgresUrlFor, testSchemaName } from "../support/database.js";
+import {
+  openTestPostgres,
+  postgresUrlFor,
+  schemaConnection,
+  testSchemaName,
+} from "../support/database.js";
 
 /**
  * `traitgate serve --workers N` (src/serve-workers.ts): N worker processes share the port and
@@ -122,7 +127,7 @@ describe.skipIf(!url)("serve --workers 2 on PostgreSQL", { timeout: 120_000 }, (
     db = await openTestPostgres(base, schema);
     const env = {
       ...secrets,
-      DB_CONNECTION: `${base}${base.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+      DB_CONNECTION: schemaConnection(base, schema),
     };
     const { child, output } = await startCli(
       ["serve", "--workers", "2"],

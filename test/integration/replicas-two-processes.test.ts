@@ -3,7 +3,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { silentLogger } from "../../src/log.js";
 import { type Database, migrate } from "../../src/storage/index.js";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
-import { openTestPostgres, postgresUrlFor, testSchemaName } from "../support/database.js";
+import {
+  openTestPostgres,
+  postgresUrlFor,
+  schemaConnection,
+  testSchemaName,
+} from "../support/database.js";
 import { callJson, type JsonReply } from "../support/http.js";
 
 /**
@@ -69,7 +74,7 @@ describe.skipIf(!url)(
       const env: NodeJS.ProcessEnv = {
         PATH: process.env.PATH,
         HOME: process.env.HOME,
-        DB_CONNECTION: `${base}${base.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+        DB_CONNECTION: schemaConnection(base, schema),
         JWT_SECRET: "replicas-two-processes-secret-0123456789",
         DATA_ENCRYPTION_KEY: Buffer.alloc(32, 5).toString("base64"),
         PORT: "0",

@@ -4,7 +4,12 @@ import { defaultThrottlePolicy } from "../../src/identity/throttle.js";
 import { silentLogger } from "../../src/log.js";
 import { type Database, migrate } from "../../src/storage/index.js";
 import { killAll, listeningUrl, runCli, startCli, stopCli } from "../support/cli.js";
-import { openTestPostgres, postgresUrlFor, testSchemaName } from "../support/database.js";
+import {
+  openTestPostgres,
+  postgresUrlFor,
+  schemaConnection,
+  testSchemaName,
+} from "../support/database.js";
 import { type AddressedReply, postFrom, tally } from "../support/from-address.js";
 
 /**
@@ -34,7 +39,7 @@ describe.skipIf(!url)("login throttling across two serve processes", { timeout: 
     const env: NodeJS.ProcessEnv = {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
-      DB_CONNECTION: `${base}${base.includes("?") ? "&" : "?"}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+      DB_CONNECTION: schemaConnection(base, schema),
       JWT_SECRET: "two-processes-secret-0123456789-abcdef",
       DATA_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString("base64"),
       PORT: "0",

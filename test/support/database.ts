@@ -51,6 +51,15 @@ export async function openTestDatabase(target: DatabaseTarget = pgliteTarget): P
   }
 }
 
+/**
+ * DB_CONNECTION for a `traitgate` process confined to `schema` of the server at `url`: its
+ * search_path set in the connection's options, as an operator would point it at a schema.
+ */
+export function schemaConnection(url: string, schema: string): string {
+  const options = encodeURIComponent(`-c search_path=${schema}`);
+  return `${url}${url.includes("?") ? "&" : "?"}options=${options}`;
+}
+
 /** A schema name no other test run uses. */
 export function testSchemaName(): string {
   return `tg_test_${randomBytes(6).toString("hex")}`;
