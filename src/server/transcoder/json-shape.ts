@@ -1,4 +1,10 @@
-import { type DescField, type DescMessage, type JsonValue, ScalarType } from "@bufbuild/protobuf";
+import {
+  type DescEnum,
+  type DescField,
+  type DescMessage,
+  type JsonValue,
+  ScalarType,
+} from "@bufbuild/protobuf";
 
 /**
  * Where a REST request body does not have the shape its proto message asks for, said the way
@@ -105,18 +111,9 @@ function fieldMismatch(
       if (!Array.isArray(value)) {
         return { path, expected: `an array of ${itemKind(field)}`, got: kindOf(value) };
       }
+      const element = elementOf(field);
       for (const [i, item] of value.entries()) {
-        const at = `${path}[${i}]`;
-        const found =
-          field.listKind === "scalar"
-            ? scalarMismatch(field.scalar, item, at)
-            : field.listKind === "enum"
-              ? enumMismatch(
-                  field.enum.values.map((v) => v.name),
-                  item,
-                  at,
-                )
-              : messageMismatch(field.message, item, at);
+        const found = elementMismatch(element, item, `${path}[${i}]`);
         if (found !== undefined) return found;
       }
       return undefined;
@@ -125,23 +122,42 @@ function fieldMismatch(
       if (value === null || typeof value !== "object" || Array.isArray(value)) {
         return { path, expected: "an object (a map)", got: kindOf(value) };
       }
+      const element = elementOf(field);
       for (const [key, item] of Object.entries(value)) {
-        const at = `${path}.${key}`;
-        const found =
-          field.mapKind === "scalar"
-            ? scalarMismatch(field.scalar, item, at)
-            : field.mapKind === "enum"
-              ? enumMismatch(
-                  field.enum.values.map((v) => v.name),
-                  item,
-                  at,
-                )
-              : messageMismatch(field.message, item, at);
+        const found = elementMismatch(element, item, `${path}.${key}`);
         if (found !== undefined) return found;
       }
       return undefined;
     }
   }
+}
+
+/** What one item of a list or one value of a map is. */
+type Element =
+  | { kind: "scalar"; scalar: ScalarType }
+  | { kind: "enum"; names: string[] }
+  | { kind: "message"; message: DescMessage };
+
+function elementOf(field: DescField & { fieldKind: "list" | "map" }): Element {
+  if (field.fieldKind === "list") {
+    if (field.listKind === "scalar") return { kind: "scalar", scalar: field.scalar };
+    if (field.listKind === "enum") return enumElement(field.enum);
+    return { kind: "message", message: field.message };
+  }
+  if (field.mapKind === "scalar") return { kind: "scalar", scalar: field.scalar };
+  if (field.mapKind === "enum") return enumElement(field.enum);
+  return { kind: "message", message: field.message };
+}
+
+const enumElement = (e: DescEnum): Element => ({
+  kind: "enum",
+  names: e.values.map((v) => v.name),
+});
+
+function elementMismatch(element: Element, item: JsonValue, at: string) {
+  if (element.kind === "scalar") return scalarMismatch(element.scalar, item, at);
+  if (element.kind === "enum") return enumMismatch(element.names, item, at);
+  return messageMismatch(element.message, item, at);
 }
 
 function itemKind(field: DescField & { fieldKind: "list" }): string {
