@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { JsonValue } from "./details.js";
 import type { AuditRecord } from "./event.js";
+import type { AuditValue } from "./values.js";
 
 /** prev_hash of the first event of a chain. */
 export const genesisHash = "0".repeat(64);
@@ -46,9 +47,14 @@ export interface PreparedEvent {
   detailsJson: string;
   /** canonicalEvent(record). */
   canonical: string;
+  /** Values the details refer to, stored in the same transaction. */
+  values: readonly AuditValue[];
 }
 
-export function prepareEvent(record: AuditRecord): PreparedEvent {
+export function prepareEvent(
+  record: AuditRecord,
+  values: readonly AuditValue[] = [],
+): PreparedEvent {
   const detailsJson = canonicalJson(record.details);
   const text = (value: string | null | undefined) => JSON.stringify(value ?? null);
   const clientAddress = record.clientAddress ?? null;
@@ -65,7 +71,7 @@ export function prepareEvent(record: AuditRecord): PreparedEvent {
     `"outcome":${text(record.outcome)},"request_id":${text(record.requestId)},` +
     `"target":${text(record.target)},` +
     (withOrigin ? `"user_agent":${text(userAgent)},"v":${canonicalVersion}}` : `"v":1}`);
-  return { record, detailsJson, canonical };
+  return { record, detailsJson, canonical, values };
 }
 
 /** sha256_hex(prev_hash || "\n" || canonical). */

@@ -74,6 +74,11 @@ export function prepareDetails(details: Readonly<Record<string, unknown>> | unde
   return value;
 }
 
+/** Any value as the audit log keeps it: prepareDetails for a value that need not be an object. */
+export function prepareValue(value: unknown): JsonValue {
+  return toJson(value, 0, new Set()) ?? null;
+}
+
 function toJson(value: unknown, depth: number, ancestors: Set<object>): JsonValue | undefined {
   switch (typeof value) {
     case "string":

@@ -1,4 +1,5 @@
 import { type JsonObject, prepareDetails, storableText } from "./details.js";
+import type { AuditValue } from "./values.js";
 
 export const actorTypes = ["user", "service", "plugin", "system", "anonymous"] as const;
 export type ActorType = (typeof actorTypes)[number];
@@ -36,6 +37,11 @@ export const requestFields = (request: {
 
 /** What an area hands the audit writer. */
 export interface AuditEventInput {
+  /**
+   * The event's id (a UUID), when the caller must know it before the event is written (a
+   * decision's id is its event's); the writer draws one otherwise.
+   */
+  id?: string;
   actorType: ActorType;
   /** The user's, service account's or plugin's id; null for system and anonymous actors. */
   actorId?: string | null;
@@ -53,7 +59,14 @@ export interface AuditEventInput {
    * them out.
    */
   details?: Readonly<Record<string, unknown>>;
+  /**
+   * Values the details refer to by ref (`details.refs`), stored with the event in the same
+   * transaction (src/audit/values.ts).
+   */
+  values?: readonly AuditValue[];
 }
+
+const uuidPattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 /**
  * An event exactly as it is hashed and stored, and as verification reads it back. Fields
@@ -92,8 +105,11 @@ export function toRecord(input: AuditEventInput, id: string, nowMs: number): Aud
   if (!(occurredAt.getUTCFullYear() >= 1 && occurredAt.getUTCFullYear() <= 9999)) {
     throw new TypeError("audit clock gave a time outside the years 1 to 9999");
   }
+  if (input.id !== undefined && !uuidPattern.test(input.id)) {
+    throw new TypeError("audit event id must be a lower-case UUID");
+  }
   return {
-    id,
+    id: input.id ?? id,
     occurredAt: occurredAt.toISOString(),
     actorType: input.actorType,
     actorId: optionalText(input.actorId, "actorId"),

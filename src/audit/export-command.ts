@@ -79,6 +79,8 @@ export const exportLine = (e: AuditEventRow): string =>
     client_address: e.clientAddress,
     user_agent: e.userAgent,
     details: e.details,
+    // A compact decision record: what the hash covers (details above resolve its refs).
+    ...(e.storedDetails ? { stored_details: e.storedDetails } : {}),
     prev_hash: e.prevHash,
     hash: e.hash,
   })}\n`;

@@ -31,6 +31,17 @@ export {
   parseAuditVerifyArgs,
   runAuditVerifyCommand,
 } from "./command.js";
+export {
+  batchDecisionId,
+  createDecisionRecorder,
+  type DecisionInputs,
+  type DecisionOutcome,
+  type DecisionRecorder,
+  decisionAction,
+  decisionBatchAction,
+  decisionRefs,
+  expandDecisionDetails,
+} from "./decision-record.js";
 export { isSensitiveKey, type JsonObject, type JsonValue, redacted } from "./details.js";
 export {
   type ActorType,

@@ -1,8 +1,10 @@
 import { createHash } from "node:crypto";
 import { type DomainError, invalidArgument } from "../errors.js";
 import type { Queryable } from "../storage/index.js";
-import type { JsonObject } from "./details.js";
+import { decisionRefs, expandDecisionDetails } from "./decision-record.js";
+import type { JsonObject, JsonValue } from "./details.js";
 import { actorTypes, outcomes } from "./event.js";
+import { readValueTexts } from "./store.js";
 
 /**
  * Reading the audit log: filtered, keyset-paginated on `seq`. The API lists newest first;
@@ -35,7 +37,10 @@ export interface AuditEventRow {
   /** Where the request that caused it came from; null when no request did. */
   clientAddress: string | null;
   userAgent: string | null;
+  /** In the full form: a compact decision record's values resolved (decision-record.ts). */
   details: JsonObject;
+  /** The details as stored and hashed, when they differ from `details` (a compact record). */
+  storedDetails?: JsonObject;
   prevHash: string;
   hash: string;
 }
@@ -99,22 +104,35 @@ export async function readAuditEvents(
     f.until ?? null,
     query.limit,
   ]);
-  return rows.map((row) => ({
-    seq: row.seq,
-    id: row.id,
-    occurredAt: new Date(row.occurred_at),
-    actorType: row.actor_type,
-    actorId: row.actor_id,
-    action: row.action,
-    target: row.target,
-    outcome: row.outcome,
-    requestId: row.request_id,
-    clientAddress: row.client_address,
-    userAgent: row.user_agent,
-    details: JSON.parse(row.details) as JsonObject,
-    prevHash: row.prev_hash,
-    hash: row.hash,
-  }));
+  // Compact decision records name values by ref: one query for the page's values, and each
+  // event's details in the full form (src/audit/decision-record.ts).
+  const parsed = rows.map((row) => JSON.parse(row.details) as JsonObject);
+  const refs = rows.flatMap((row, i) => decisionRefs(row.action, parsed[i]!));
+  const values = new Map<string, JsonValue>();
+  for (const [ref, text] of await readValueTexts(db, refs)) {
+    values.set(ref, JSON.parse(text) as JsonValue);
+  }
+  return rows.map((row, i) => {
+    const stored = parsed[i]!;
+    const details = expandDecisionDetails(row.action, row.id, stored, values);
+    return {
+      seq: row.seq,
+      id: row.id,
+      occurredAt: new Date(row.occurred_at),
+      actorType: row.actor_type,
+      actorId: row.actor_id,
+      action: row.action,
+      target: row.target,
+      outcome: row.outcome,
+      requestId: row.request_id,
+      clientAddress: row.client_address,
+      userAgent: row.user_agent,
+      details,
+      ...(details !== stored ? { storedDetails: stored } : {}),
+      prevHash: row.prev_hash,
+      hash: row.hash,
+    };
+  });
 }
 
 /** Checks the filter's values (400 naming the field); empty strings mean "any". */

@@ -20,7 +20,8 @@ export interface AppendedEvent {
 /**
  * Appends events to the chain in one statement: the database function audit_append takes
  * the chain's lock, reads the newest hash, chains the events after it (sha256 over the
- * canonical encodings computed here) and inserts them. One round trip whatever the batch
+ * canonical encodings computed here) and inserts them, after the values they refer to
+ * (audit_values; those `stored` says are there already are not sent). One round trip whatever the batch
  * size. Outside a transaction (the writer's batches) the statement is its own transaction
  * and the lock is released at once; inside one (AuditWriter.writeIn) the events commit or
  * roll back with it, and the lock is held until it ends. Returns one entry per event, in
@@ -29,12 +30,22 @@ export interface AppendedEvent {
 export async function appendBatch(
   db: Queryable,
   events: readonly PreparedEvent[],
+  stored?: { has(ref: string): boolean },
 ): Promise<AppendedEvent[]> {
   const records = events.map((event) => event.record);
+  // The values the events refer to, once each, but for those known to be stored already.
+  const values = new Map<string, string>();
+  for (const event of events) {
+    for (const value of event.values) {
+      if (!stored?.has(value.ref)) values.set(value.ref, value.json);
+    }
+  }
+  const withValues = values.size > 0;
   const { rows } = await db.query<{ event_id: string; event_seq: string; event_hash: string }>(
     `SELECT event_id, event_seq, event_hash
      FROM audit_append($1::uuid[], $2::timestamptz[], $3::text[], $4::text[], $5::text[],
-       $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[])`,
+       $6::text[], $7::text[], $8::text[], $9::text[], $10::text[], $11::jsonb[], $12::text[]
+       ${withValues ? ", $13::text[], $14::jsonb[]" : ""})`,
     [
       records.map((r) => r.id),
       records.map((r) => r.occurredAt),
@@ -48,6 +59,7 @@ export async function appendBatch(
       records.map((r) => r.userAgent ?? null),
       events.map((event) => event.detailsJson),
       events.map((event) => event.canonical),
+      ...(withValues ? [[...values.keys()], [...values.values()]] : []),
     ],
   );
 
@@ -137,4 +149,20 @@ export async function readHead(
     "SELECT seq::text AS seq, hash, action FROM audit_events ORDER BY audit_events.seq DESC LIMIT 1",
   );
   return rows[0];
+}
+
+/**
+ * The stored values of `refs` (audit_values), as PostgreSQL gives their text back; a ref with
+ * no stored value is absent from the map.
+ */
+export async function readValueTexts(
+  db: Queryable,
+  refs: readonly string[],
+): Promise<Map<string, string>> {
+  if (refs.length === 0) return new Map();
+  const { rows } = await db.query<{ ref: string; value: string }>(
+    "SELECT ref, value::text AS value FROM audit_values WHERE ref = ANY($1::text[])",
+    [[...new Set(refs)]],
+  );
+  return new Map(rows.map((row) => [row.ref, row.value]));
 }

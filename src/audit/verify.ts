@@ -1,8 +1,14 @@
 import type { Queryable } from "../storage/index.js";
 import { eventHash, genesisHash } from "./canonical.js";
-import { beforeFirstSeq, readEventsAfter, type StoredEvent } from "./store.js";
+import { decisionRefs } from "./decision-record.js";
+import { beforeFirstSeq, readEventsAfter, readValueTexts, type StoredEvent } from "./store.js";
+import { valueMatches } from "./values.js";
 
-export type BrokenReason = "hash_mismatch" | "prev_hash_mismatch";
+export type BrokenReason =
+  | "hash_mismatch"
+  | "prev_hash_mismatch"
+  | "value_mismatch"
+  | "value_missing";
 
 export interface BrokenEvent {
   seq: string;
@@ -51,7 +57,9 @@ export interface VerifyOptions {
 /**
  * Walks audit_events in seq order, a page at a time, and checks that each event's prev_hash
  * is the previous event's hash (the genesis value for the first) and that its hash is the
- * hash of what is stored. Stops at the first broken event.
+ * hash of what is stored, and that every value a compact decision record names by ref is
+ * stored and still hashes to its ref (the chain covers the ref, the ref its value). Stops at
+ * the first broken event.
  */
 export async function verifyAuditChain(
   db: Queryable,
@@ -66,11 +74,18 @@ export async function verifyAuditChain(
   let expectedPrev = options.start?.hash ?? genesisHash;
   let head: { seq: string; hash: string } | null = options.start ?? null;
   const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
+  // Values already checked on this run: events name the same few again and again.
+  const goodValues = new Set<string>();
   for (;;) {
     if (count >= max) return { ok: true, count, head, limited: true };
     const asked = Math.min(pageSize, max - count);
     const page = await readEventsAfter(db, after, asked);
-    for (const event of page) {
+    const refsOf = page.map((event) => decisionRefs(event.action, event.details));
+    const values = await readValueTexts(
+      db,
+      refsOf.flat().filter((ref) => !goodValues.has(ref)),
+    );
+    for (const [i, event] of page.entries()) {
       const broken = (reason: BrokenReason, message: string): AuditChainReport => ({
         ok: false,
         count,
@@ -90,6 +105,21 @@ export async function verifyAuditChain(
           "hash_mismatch",
           "hash does not match the event's contents: the event or its hash was changed",
         );
+      }
+      for (const ref of refsOf[i]!) {
+        if (goodValues.has(ref)) continue;
+        const text = values.get(ref);
+        if (text === undefined) {
+          return broken("value_missing", `the value ${ref} the event names is not stored`);
+        }
+        if (!valueMatches(ref, text)) {
+          return broken(
+            "value_mismatch",
+            `the value ${ref} the event names does not match its ref: the value was changed`,
+          );
+        }
+        if (goodValues.size >= 100_000) goodValues.clear();
+        goodValues.add(ref);
       }
       options.onEvent?.(event, head);
       expectedPrev = event.hash;

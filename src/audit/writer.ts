@@ -108,6 +108,10 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     queued: 0,
   };
   const queue: Pending[] = [];
+  // Refs of values this writer's batches committed: not sent again (bounded; a ref sent
+  // twice is harmless, the store keeps the first). writeIn does not add to it: its
+  // transaction may still roll back.
+  const storedValues = createStoredValues();
   let draining: Promise<void> | undefined;
   let closed = false;
 
@@ -129,6 +133,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       appended = await appendBatch(
         db,
         batch.map((pending) => pending.event),
+        storedValues,
       );
     } catch (err) {
       observe?.batch(batch.length, (performance.now() - started) / 1000, false);
@@ -148,6 +153,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       return;
     }
     observe?.batch(batch.length, (performance.now() - started) / 1000, true);
+    storedValues.committed(batch.map((pending) => pending.event));
     stats.events += batch.length;
     batch.forEach((pending, i) => {
       const result = appended[i];
@@ -163,7 +169,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       }
       let prepared: PreparedEvent;
       try {
-        prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()));
+        prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()), event.values);
       } catch (err) {
         return Promise.reject(err);
       }
@@ -182,7 +188,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     },
 
     async writeIn(tx, event) {
-      const prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()));
+      const prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()), event.values);
       try {
         const [appended] = await appendBatch(tx, [prepared]);
         if (appended === undefined) throw new Error("audit_append gave no row");
@@ -202,6 +208,22 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     async close() {
       closed = true;
       await draining;
+    },
+  };
+}
+
+/** Refs known to be stored. Forgotten all at once when it holds `max`: memory stays bounded. */
+function createStoredValues(max = 65_536) {
+  const refs = new Set<string>();
+  return {
+    has: (ref: string) => refs.has(ref),
+    committed(events: readonly PreparedEvent[]) {
+      for (const event of events) {
+        for (const value of event.values) {
+          if (refs.size >= max) refs.clear();
+          refs.add(value.ref);
+        }
+      }
     },
   };
 }

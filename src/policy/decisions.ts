@@ -1,5 +1,15 @@
 import { randomUUID } from "node:crypto";
-import type { AuditEventInput, AuditWriter, RequestOrigin } from "../audit/index.js";
+import {
+  type AuditEventInput,
+  type AuditWriter,
+  batchDecisionId,
+  createDecisionRecorder,
+  type DecisionInputs,
+  type DecisionOutcome,
+  decisionAction,
+  decisionBatchAction,
+  type RequestOrigin,
+} from "../audit/index.js";
 import { permissionDenied } from "../errors.js";
 import { derivationsUsed } from "./derivation.js";
 import type { PolicyEngine } from "./engine.js";
@@ -99,6 +109,10 @@ export function createPolicyDecisions(deps: {
     return wanted;
   }
 
+  // Compact records (src/audit/decision-record.ts): each distinct inputs and outcome is
+  // encoded and hashed once per process, and stored once.
+  const recorder = createDecisionRecorder();
+
   const record = (
     caller: DecisionCaller,
     requestId: string | undefined,
@@ -106,21 +120,17 @@ export function createPolicyDecisions(deps: {
     request: EvaluationRequest,
     d: Decision,
     decisionId: string,
-    extra: Record<string, unknown> = {},
+    extra: Record<string, number> = {},
   ): AuditEventInput => ({
+    id: decisionId,
     actorType: caller.kind,
     actorId: caller.userId,
-    action: "policy_decision",
+    action: decisionAction,
     target: request.userId ? `user:${request.userId}` : null,
     outcome: d.decision === "deny" ? "denied" : "success",
     requestId: requestId ?? null,
     origin: caller.origin ?? null,
-    details: {
-      ...decisionDetails(request, d, decisionId),
-      via,
-      policy_version: d.policyVersion,
-      ...extra,
-    },
+    ...recorder.unary(via, decisionInputs(request), decisionOutcome(d), extra),
   });
 
   const answer = (engine: PolicyEngine, request: EvaluationRequest, d: Decision, id: string) => ({
@@ -149,22 +159,25 @@ export function createPolicyDecisions(deps: {
       const requests = inputs.map((r, i) => withSubject(caller, r, `requests[${i}].user_id`));
       const engine = live.current();
       const decisions = engine.evaluateBatch(requests);
-      const ids = decisions.map(() => randomUUID());
+      const eventId = randomUUID();
+      const ids = decisions.map((_, k) => batchDecisionId(eventId, k));
       // One event holds the batch's decisions, each with its id: one row and one hash per
       // batch keeps a batch's cost near one decision's (the writer group-commits the rest).
       await audit.write({
+        id: eventId,
         actorType: caller.kind,
         actorId: caller.userId,
-        action: "policy_decision_batch",
+        action: decisionBatchAction,
         target: null,
         outcome: decisions.some((d) => d.decision === "deny") ? "denied" : "success",
         requestId: requestId ?? null,
         origin: caller.origin ?? null,
-        details: {
-          policy_version: engine.version,
-          count: decisions.length,
-          decisions: decisions.map((d, i) => decisionDetails(requests[i]!, d, ids[i]!)),
-        },
+        ...recorder.batch(
+          decisions.map((d, i) => ({
+            inputs: decisionInputs(requests[i]!),
+            outcome: decisionOutcome(d),
+          })),
+        ),
       });
       for (const d of decisions) answered(d);
       return decisions.map((d, i) => answer(engine, requests[i]!, d, ids[i]!));
@@ -209,20 +222,24 @@ export function createPolicyDecisions(deps: {
   };
 }
 
-/** What the audit log keeps of one decision: never a document, of the resource only its keys. */
-function decisionDetails(request: EvaluationRequest, d: Decision, decisionId: string) {
+/** What the audit log keeps of a decision's request: never a document, of the resource its keys. */
+function decisionInputs(request: EvaluationRequest): DecisionInputs {
   return {
-    decision_id: decisionId,
-    decision: d.decision,
-    reason_code: d.reasonCode,
-    deciding_rule: d.decidingRule ?? null,
-    matched_rules: d.matchedRules,
-    context: request.context,
+    userId: request.userId ?? "",
     traits: request.traits,
     classifications: request.classifications ?? [],
-    user_id: request.userId ?? "",
-    // The attribute names only (never values), and at most 64 of them with the count.
+    context: request.context,
     ...(request.resource ? resourceAttributes(request.resource) : {}),
+  };
+}
+
+function decisionOutcome(d: Decision): DecisionOutcome {
+  return {
+    policyVersion: d.policyVersion,
+    decision: d.decision,
+    reasonCode: d.reasonCode,
+    decidingRule: d.decidingRule ?? null,
+    matchedRules: d.matchedRules,
     ...(d.errors ? { errors: d.errors } : {}),
   };
 }
@@ -232,9 +249,9 @@ const maxRecordedAttributes = 64;
 function resourceAttributes(resource: Readonly<Record<string, unknown>>) {
   const names = Object.keys(resource);
   return names.length <= maxRecordedAttributes
-    ? { resource_attributes: names }
+    ? { resourceAttributes: names }
     : {
-        resource_attributes: names.slice(0, maxRecordedAttributes),
-        resource_attribute_count: names.length,
+        resourceAttributes: names.slice(0, maxRecordedAttributes),
+        resourceAttributeCount: names.length,
       };
 }

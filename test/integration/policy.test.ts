@@ -5,6 +5,7 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ErrorInfoSchema } from "../../gen/google/rpc/error_details_pb.js";
 import { PolicyService } from "../../gen/traitgate/policy/v1/policy_pb.js";
+import { readAuditEvents } from "../../src/audit/index.js";
 import { defaultPolicy, type PolicyDocument } from "../../src/policy/index.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -82,10 +83,13 @@ const admin = (method: string, path: string, body?: unknown, key = writeKey) =>
   call(method, path, { token: adminToken, key, body });
 
 async function decisionEvents(): Promise<Record<string, Json>[]> {
-  const { rows } = await server.core.db.query<{ details: Record<string, Json> }>(
-    "SELECT details FROM audit_events WHERE action = 'policy_decision' ORDER BY seq",
-  );
-  return rows.map((r) => r.details);
+  // Through the audit log's reader: compact records resolved to the full form.
+  const events = await readAuditEvents(server.core.db, {
+    filter: { action: "policy_decision" },
+    order: "oldest",
+    limit: 1000,
+  });
+  return events.map((e) => e.details as Record<string, Json>);
 }
 
 beforeAll(async () => {
@@ -238,9 +242,11 @@ describe("Evaluate", () => {
     const events = (await decisionEvents()).slice(before);
     expect(events).toHaveLength(12);
     // The batch is one event holding its 12 decisions, each with its id.
-    const { rows } = await server.core.db.query<{ details: Record<string, Json> }>(
-      "SELECT details FROM audit_events WHERE action = 'policy_decision_batch' ORDER BY seq DESC LIMIT 1",
-    );
+    const rows = await readAuditEvents(server.core.db, {
+      filter: { action: "policy_decision_batch" },
+      order: "newest",
+      limit: 1,
+    });
     const inBatch = rows[0]?.details.decisions as Record<string, Json>[];
     expect(inBatch).toHaveLength(12);
     const byId = new Map([...events, ...inBatch].map((e) => [e.decision_id, e]));

@@ -1,0 +1,200 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type AuditEventRow,
+  type AuditWriter,
+  createAuditWriter,
+  readAuditEvents,
+  runAuditExport,
+  verifyAuditChain,
+} from "../../src/audit/index.js";
+import { silentLogger } from "../../src/log.js";
+import { createPolicyDecisions, type DecisionCaller } from "../../src/policy/decisions.js";
+import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
+import type { LivePolicy } from "../../src/policy/live.js";
+import type { Database } from "../../src/storage/index.js";
+import { databaseTargets, openTestDatabase } from "../support/database.js";
+
+/**
+ * Compact decision records (docs/audit.md, "Compact decision records"): a decision event names
+ * its inputs and outcome by ref; the values are stored once in audit_values. The audit API's
+ * reader and the export give the full form back, `audit verify` covers the values, and the
+ * stored rows stay small. On PGlite and on PostgreSQL (TEST_DATABASE_URL).
+ */
+
+const registered = [
+  ...Array.from({ length: 14 }, (_, i) => ({ name: `compliance:training_${i}` })),
+  ...Array.from({ length: 10 }, (_, i) => ({ name: `capability:c${i}` })),
+];
+const engine = compilePolicy(defaultPolicy, createTraitRegistry(registered));
+const live: LivePolicy = {
+  current: () => engine,
+  generation: () => 1,
+  refresh: async () => {},
+  install: () => {},
+  close: async () => {},
+};
+const caller: DecisionCaller = {
+  kind: "service",
+  userId: "5d0c5a52-2f7e-4a53-9a1c-7f1e54b7b0a1",
+  roles: ["service"],
+  origin: { clientAddress: "203.0.113.9", userAgent: "grpc-node-js/1.14.3" },
+};
+const userId = "0b6f8a9e-6a43-4d2f-8f6e-2a4b3f0c9d11";
+// A principal with many traits, as the benchmark's and real workloads' principals have.
+const traits = [
+  "role:analyst",
+  "role:clinician",
+  ...Array.from({ length: 14 }, (_, i) => `compliance:training_${i}`),
+];
+const request = {
+  traits,
+  context: "USER_ACTION",
+  classifications: ["pii", "phi"],
+  userId,
+  resource: { owner: "x", note: "y" },
+};
+
+describe.each(databaseTargets())("compact decision records, on $name", (target) => {
+  let db: Database;
+  let writer: AuditWriter;
+  let unaryIds: string[];
+  let batchIds: string[];
+
+  beforeAll(async () => {
+    db = await openTestDatabase(target);
+    writer = createAuditWriter({ db, log: silentLogger });
+    const decisions = createPolicyDecisions({ live, audit: writer });
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, () => decisions.evaluate(caller, "req-u", request)),
+    );
+    unaryIds = answers.map((a) => a.decisionId);
+    const batch = await decisions.evaluateBatch(
+      caller,
+      "req-b",
+      Array.from({ length: 50 }, (_, i) => ({
+        ...request,
+        traits: [...traits, `capability:c${i % 10}`],
+        context: i < 25 ? "USER_ACTION" : "AI_INFERENCE",
+      })),
+    );
+    batchIds = batch.map((a) => a.decisionId);
+  });
+  afterAll(async () => {
+    await writer?.close();
+    await db?.close();
+  });
+
+  const events = (action: string) =>
+    readAuditEvents(db, { filter: { action }, order: "oldest", limit: 100 });
+
+  it("stores each distinct inputs and outcome once", async () => {
+    const { rows } = await db.query<{ n: string }>("SELECT count(*)::text AS n FROM audit_values");
+    const unary = await events("policy_decision");
+    const [batch] = await events("policy_decision_batch");
+    // The five unary decisions asked the same and were answered the same: two values.
+    const unaryRefs = new Set(unary.flatMap((e) => e.storedDetails?.refs as string[]));
+    expect(unaryRefs.size).toBe(2);
+    // The batch's 50 decisions have 20 distinct inputs (10 capabilities × 2 contexts).
+    const batchRefs = batch?.storedDetails?.refs as string[];
+    const pairs = batch?.storedDetails?.decisions as [number, number][];
+    expect(new Set(pairs.map(([i]) => batchRefs[i])).size).toBe(20);
+    expect(Number(rows[0]?.n)).toBe(new Set([...unaryRefs, ...batchRefs]).size);
+  });
+
+  it("gives the full record back through the audit log's reader", async () => {
+    const unary = await events("policy_decision");
+    expect(unary.map((e) => e.details.decision_id)).toEqual(unaryIds);
+    expect(unary.map((e) => e.id)).toEqual(unaryIds);
+    for (const e of unary) {
+      expect(e.details).toMatchObject({
+        via: "evaluate",
+        user_id: userId,
+        traits,
+        classifications: ["pii", "phi"],
+        context: "USER_ACTION",
+        resource_attributes: ["owner", "note"],
+        policy_version: engine.version,
+        decision: expect.stringMatching(/^(allow|deny|sanitize)$/),
+        reason_code: expect.any(String),
+        matched_rules: expect.any(Array),
+      });
+      expect(e.target).toBe(`user:${userId}`);
+      expect(e.storedDetails?.refs).toHaveLength(2);
+    }
+    const [batch] = await events("policy_decision_batch");
+    const decided = batch?.details.decisions as Record<string, unknown>[];
+    expect(batch?.details.count).toBe(50);
+    expect(batch?.details.policy_version).toBe(engine.version);
+    expect(decided.map((d) => d.decision_id)).toEqual(batchIds);
+    expect(new Set(batchIds).size).toBe(50);
+    decided.forEach((d, i) => {
+      expect(d).toMatchObject({
+        user_id: userId,
+        traits: [...traits, `capability:c${i % 10}`],
+        context: i < 25 ? "USER_ACTION" : "AI_INFERENCE",
+        policy_version: engine.version,
+      });
+    });
+  });
+
+  it("exports the full record with what the hash covers", async () => {
+    const lines: string[] = [];
+    const sink = Object.assign(
+      {
+        write: (line: string) => {
+          lines.push(line);
+          return true;
+        },
+      },
+      { once: () => sink },
+    );
+    await runAuditExport(db, sink as never, { filter: { action: "policy_decision" } });
+    const exported = lines.map((l) => JSON.parse(l) as Record<string, Record<string, unknown>>);
+    expect(exported).toHaveLength(5);
+    expect(exported[0]?.details?.traits).toEqual(traits);
+    expect(exported[0]?.stored_details?.refs).toHaveLength(2);
+  });
+
+  it("keeps a unary decision's row under 512 bytes and a batched one under 128", async () => {
+    const { rows } = await db.query<{ action: string; per_decision: number }>(
+      `SELECT action,
+         avg(pg_column_size(e.*)::float8 /
+             CASE WHEN action = 'policy_decision_batch' THEN (details->>'count')::int ELSE 1 END
+         ) AS per_decision
+       FROM audit_events e WHERE action LIKE 'policy_decision%' GROUP BY action`,
+    );
+    const size = new Map(rows.map((r) => [r.action, Number(r.per_decision)]));
+    expect(size.get("policy_decision")).toBeLessThanOrEqual(512);
+    expect(size.get("policy_decision_batch")).toBeLessThanOrEqual(128);
+  });
+
+  it("verifies the values the events name, and finds one changed or removed", async () => {
+    expect(await verifyAuditChain(db, { pageSize: 3 })).toMatchObject({ ok: true });
+    const [first] = await events("policy_decision");
+    const ref = (first as AuditEventRow).storedDetails?.refs as string[];
+    const tampered = async (sql: string) => {
+      await db.session(async (session) => {
+        await session.exec("ALTER TABLE audit_values DISABLE TRIGGER USER");
+        try {
+          await session.query(sql, [ref[0]]);
+        } finally {
+          await session.exec("ALTER TABLE audit_values ENABLE TRIGGER USER");
+        }
+      });
+    };
+    await tampered(
+      `UPDATE audit_values SET value = jsonb_set(value, '{traits,0}', '"role:admin"') WHERE ref = $1`,
+    );
+    expect(await verifyAuditChain(db)).toMatchObject({
+      ok: false,
+      firstBroken: { id: first?.id, reason: "value_mismatch" },
+    });
+    await tampered("DELETE FROM audit_values WHERE ref = $1");
+    expect(await verifyAuditChain(db)).toMatchObject({
+      ok: false,
+      firstBroken: { id: first?.id, reason: "value_missing" },
+    });
+    const [unresolved] = await events("policy_decision");
+    expect(unresolved?.details.unresolved_refs).toEqual([ref[0]]);
+  });
+});
