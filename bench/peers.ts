@@ -22,7 +22,7 @@ export interface CerbosPeer {
 export interface Peers {
   cedarEngine(w: Workload): Engine;
   casbinEngine(w: Workload): Promise<Engine>;
-  startCerbos(w: Workload): Promise<CerbosPeer>;
+  startCerbos(w: Workload, options?: { audit?: boolean }): Promise<CerbosPeer>;
 }
 
 /**

@@ -113,8 +113,27 @@ process.on("message", async (message) => {
   }
   if (message !== "stop") return;
   const stats = core.audit.stats();
+  // The decision record's stored size (issue 17): each decision event's row ÷ the decisions
+  // it holds, and the values those rows name (written once each).
+  const { rows: sizes } = await db.query<{ action: string; events: string; bytes: number }>(
+    `SELECT action, count(*)::text AS events,
+       avg(pg_column_size(e.*)::float8 /
+           CASE WHEN action = 'policy_decision_batch' THEN (details->>'count')::int ELSE 1 END
+       ) AS bytes
+     FROM audit_events e WHERE action IN ('policy_decision', 'policy_decision_batch')
+     GROUP BY action`,
+  );
+  const { rows: values } = await db.query<{ values: string; bytes: string }>(
+    `SELECT count(*)::text AS values, coalesce(sum(pg_column_size(v.*)), 0)::text AS bytes
+     FROM audit_values v`,
+  );
+  const record = {
+    sizes: sizes.map((r) => ({ action: r.action, events: Number(r.events), bytes: r.bytes })),
+    values: Number(values[0]?.values ?? 0),
+    valueBytes: Number(values[0]?.bytes ?? 0),
+  };
   await core.close();
   await cleanup().catch(() => {});
   await db.close();
-  process.send?.({ stats }, () => process.exit(0));
+  process.send?.({ stats, record }, () => process.exit(0));
 });

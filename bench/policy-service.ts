@@ -65,11 +65,22 @@ async function startTraitgate(database: string): Promise<Started> {
   return { child, ...ready };
 }
 
-async function stopTraitgate(s: Started): Promise<AuditWriterStats | undefined> {
-  const stats = new Promise<AuditWriterStats | undefined>((resolve) => {
-    s.child.once("message", (m) => resolve((m as { stats: AuditWriterStats }).stats));
-    s.child.once("exit", () => resolve(undefined));
-  });
+/** The decision record's stored size, as bench/policy-server.ts measures it at stop. */
+interface RecordSize {
+  sizes: { action: string; events: number; bytes: number }[];
+  values: number;
+  valueBytes: number;
+}
+
+async function stopTraitgate(
+  s: Started,
+): Promise<{ stats: AuditWriterStats; record: RecordSize } | undefined> {
+  const stats = new Promise<{ stats: AuditWriterStats; record: RecordSize } | undefined>(
+    (resolve) => {
+      s.child.once("message", (m) => resolve(m as { stats: AuditWriterStats; record: RecordSize }));
+      s.child.once("exit", () => resolve(undefined));
+    },
+  );
   s.child.send("stop");
   const result = await stats;
   await new Promise((r) => setTimeout(r, 200));
@@ -258,37 +269,63 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     });
     scenarios.push({ engine: "traitgate", client: "", kind: "in-process", result });
   }
-  const stats = await stopTraitgate(server);
+  const stopped = await stopTraitgate(server);
+  const stats = stopped?.stats;
   notes.push(
     `- Traitgate on ${server.database}, durable audit: ${stats?.events ?? "?"} audit events in ${stats?.transactions ?? "?"} transactions (largest group ${stats?.largestBatch ?? "?"}), ${stats?.failedTransactions ?? "?"} failed`,
   );
+  if (stopped !== undefined) {
+    const { sizes, values, valueBytes } = stopped.record;
+    const decisions = sizes.reduce(
+      (n, r) => n + r.events * (r.action === "policy_decision_batch" ? batchSize : 1),
+      0,
+    );
+    const size = (action: string, target: number) => {
+      const r = sizes.find((x) => x.action === action);
+      return r === undefined
+        ? "none"
+        : `${Math.round(r.bytes)} bytes per decision over ${r.events.toLocaleString("en-US")} events (target ≤ ${target}: ${r.bytes <= target ? "met" : "NOT met"})`;
+    };
+    notes.push(
+      `- decision record (pg_column_size of each decision event's row ÷ its decisions): unary ${size("policy_decision", 512)}; in batches ${size("policy_decision_batch", 128)}; the ${values.toLocaleString("en-US")} values they name (audit_values, written once each) ${valueBytes.toLocaleString("en-US")} bytes in all, ${decisions > 0 ? Math.round(valueBytes / decisions) : 0} bytes per decision of the run`,
+    );
+  }
 
-  // Cerbos.
+  // Cerbos: with its decision log (the peer Traitgate is compared with), then without.
   const peers = await loadPeers();
-  let cerbos: CerbosPeer | undefined;
   if ("missing" in peers) notes.push(`- Cerbos not run: ${peers.missing}`);
   else {
-    try {
-      cerbos = await peers.startCerbos(w);
-    } catch (err) {
-      notes.push(`- Cerbos not run: ${(err as Error).message}`);
+    for (const audit of [true, false]) {
+      let cerbos: CerbosPeer | undefined;
+      try {
+        cerbos = await peers.startCerbos(w, { audit });
+      } catch (err) {
+        notes.push(`- Cerbos not run: ${(err as Error).message}`);
+        continue;
+      }
+      try {
+        await runCerbos(cerbos, audit);
+      } finally {
+        await cerbos.close();
+      }
     }
   }
-  if (cerbos !== undefined) {
-    serverPid = cerbos.pid;
-    try {
+
+  async function runCerbos(peer: CerbosPeer, audit: boolean): Promise<void> {
+    serverPid = peer.pid;
+    const engine = `cerbos ${peer.version}${audit ? ", decision log" : ", no audit"}`;
+    let m = 0;
+    let h = 0;
+    if (audit) {
       for (let i = 0; i < checked; i++) {
-        if ((await cerbos.unary(i)) !== oracle[i]) {
+        if ((await peer.unary(i)) !== oracle[i]) {
           throw new Error(`cerbos differs from the reference on request ${i}`);
         }
       }
-      const peer = cerbos;
       await checkBatches(groups, w, (group) => peer.batch(group), "cerbos");
-      let m = 0;
-      let h = 0;
       for (const c of [1, 64]) {
         scenarios.push({
-          engine: `cerbos ${peer.version}`,
+          engine,
           client: "library",
           kind: "unary",
           result: await load(
@@ -300,7 +337,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       }
       for (const c of [1, 8]) {
         scenarios.push({
-          engine: `cerbos ${peer.version}`,
+          engine,
           client: "library",
           kind: "batch",
           result: await load(
@@ -310,55 +347,56 @@ export async function benchPolicyService(seconds: number): Promise<string> {
           ),
         });
       }
-      peer.prepareBatches(groups);
-      for (let i = 0; i < checked; i++) {
-        if ((await peer.rawUnary(i)) !== oracle[i]) {
-          throw new Error(`cerbos (minimal client) differs from the reference on request ${i}`);
-        }
-      }
-      await checkBatches(
-        groups,
-        w,
-        (group) => peer.rawBatch(groups.indexOf(group)),
-        "cerbos (minimal client)",
-      );
-      for (const c of [1, 64]) {
-        scenarios.push({
-          engine: `cerbos ${peer.version}`,
-          client: "minimal",
-          kind: "unary",
-          result: await load(
-            "CheckResources (1 resource)",
-            () => peer.rawUnary(m++ % w.requests.length),
-            c,
-          ),
-        });
-      }
-      for (const c of [1, 8]) {
-        scenarios.push({
-          engine: `cerbos ${peer.version}`,
-          client: "minimal",
-          kind: "batch",
-          result: await load(
-            "CheckResources (50 resources)",
-            () => peer.rawBatch(h++ % groups.length),
-            c,
-          ),
-        });
-      }
-      notes.push(
-        `- Cerbos ${peer.version} PDP on loopback, its audit log off, principals carrying every role they reach`,
-      );
-    } finally {
-      await cerbos.close();
     }
+    peer.prepareBatches(groups);
+    for (let i = 0; i < checked; i++) {
+      if ((await peer.rawUnary(i)) !== oracle[i]) {
+        throw new Error(`cerbos (minimal client) differs from the reference on request ${i}`);
+      }
+    }
+    await checkBatches(
+      groups,
+      w,
+      (group) => peer.rawBatch(groups.indexOf(group)),
+      "cerbos (minimal client)",
+    );
+    for (const c of [1, 64]) {
+      scenarios.push({
+        engine,
+        client: "minimal",
+        kind: "unary",
+        result: await load(
+          "CheckResources (1 resource)",
+          () => peer.rawUnary(m++ % w.requests.length),
+          c,
+        ),
+      });
+    }
+    for (const c of [1, 8]) {
+      scenarios.push({
+        engine,
+        client: "minimal",
+        kind: "batch",
+        result: await load(
+          "CheckResources (50 resources)",
+          () => peer.rawBatch(h++ % groups.length),
+          c,
+        ),
+      });
+    }
+    notes.push(
+      audit
+        ? `- Cerbos ${peer.version} PDP on loopback with its decision log (audit enabled, access and decision logs, \`local\` backend: its durable one), telemetry off, principals carrying every role they reach; Traitgate ÷ Cerbos compares with these rows`
+        : `- Cerbos ${peer.version} with its audit off: reference rows, minimal client only`,
+    );
   }
 
   const decisionsPerCall = (s: Scenario) => (s.kind === "batch" ? batchSize : 1);
-  const find = (engine: string, client: string, kind: string, c: number) =>
+  const find = (engine: string, client: string, kind: string, c: number, variant = "") =>
     scenarios.find(
       (s) =>
         s.engine.startsWith(engine) &&
+        s.engine.includes(variant) &&
         s.client === client &&
         s.kind === kind &&
         s.result.concurrency === c,
@@ -366,7 +404,9 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   const rows = scenarios.map((s) => {
     const r = s.result;
     const peer =
-      s.engine === "traitgate" ? find("cerbos", s.client, s.kind, r.concurrency) : undefined;
+      s.engine === "traitgate"
+        ? find("cerbos", s.client, s.kind, r.concurrency, "decision log")
+        : undefined;
     const ratio = peer ? `${(r.rps / peer.result.rps).toFixed(2)}×` : "";
     const cpuOf = (party: string) => {
       const us = r.cpuUsPerRequest?.[party];
@@ -375,7 +415,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     return `| ${s.engine} | ${s.client} | ${r.name} | ${r.concurrency} | ${Math.round(r.rps).toLocaleString("en-US")} | ${Math.round(r.rps * decisionsPerCall(s)).toLocaleString("en-US")} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${r.errors} | ${ratio} | ${cpuOf("client")} | ${cpuOf("server")} | ${cpuOf("postgres")} |`;
   });
   return [
-    "## Policy service over gRPC: Traitgate (durable audit) vs the Cerbos PDP",
+    "## Policy service over gRPC: Traitgate (durable audit) vs the Cerbos PDP (decision log on)",
     "",
     "| engine | client | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos | client CPU µs/call | server CPU µs/call | postgres CPU µs/call |",
     "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",

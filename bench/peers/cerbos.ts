@@ -21,7 +21,10 @@ import { reachableRoles, type Workload } from "../policy-workload.js";
  * that the principal holds the rule's role (`"r5" in P.roles`); allow rules name their role.
  * No match is DENY in both. Role inheritance is expanded by the caller: each
  * principal carries every role it reaches, as a policy enforcement point hands Cerbos its
- * roles. Its audit log is off (it has no durable decision log on the request path).
+ * roles. With `audit` (the default) its decision log is on as the issue asks: `audit.enabled`,
+ * access and decision logs, and the `local` backend (its durable one, an embedded store in the
+ * run's directory); without, off. Its telemetry is off (CERBOS_NO_TELEMETRY=1): otherwise it
+ * tries to reach its vendor at every start.
  * Clients: `@cerbos/grpc` (what the issue names), and the benchmark's minimal gRPC client
  * (bench/grpc-client.ts) with requests encoded before the run, as Traitgate's are.
  */
@@ -61,7 +64,11 @@ function cerbosBinary(): { path: string; version: string } {
   return { path: join(dirname(manifest), "cerbos-linux-x64"), version };
 }
 
-export async function startCerbos(w: Workload): Promise<CerbosPeer> {
+export async function startCerbos(
+  w: Workload,
+  options: { audit?: boolean } = {},
+): Promise<CerbosPeer> {
+  const audit = options.audit ?? true;
   const binary = cerbosBinary();
   const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-cerbos-"));
   const policies = join(dir, "policies");
@@ -108,7 +115,15 @@ export async function startCerbos(w: Workload): Promise<CerbosPeer> {
         httpListenAddr: `127.0.0.1:${httpPort}`,
       },
       storage: { driver: "disk", disk: { directory: policies, watchForChanges: false } },
-      audit: { enabled: false },
+      audit: audit
+        ? {
+            enabled: true,
+            accessLogsEnabled: true,
+            decisionLogsEnabled: true,
+            backend: "local",
+            local: { storagePath: join(dir, "decisions") },
+          }
+        : { enabled: false },
     }),
   );
   const child: ChildProcess = spawn(
@@ -116,6 +131,7 @@ export async function startCerbos(w: Workload): Promise<CerbosPeer> {
     ["server", `--config=${config}`, "--log-level=error"],
     {
       stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, CERBOS_NO_TELEMETRY: "1" },
     },
   );
   let stderr = "";
