@@ -370,7 +370,8 @@ export type AuditChainVerification = Message<"traitgate.admin.v1.AuditChainVerif
   brokenSeq: bigint;
 
   /**
-   * "hash_mismatch" or "prev_hash_mismatch".
+   * "hash_mismatch", "prev_hash_mismatch", "value_mismatch" or "value_missing"
+   * (docs/audit.md, "Verifying").
    *
    * @generated from field: string broken_reason = 7;
    */
