@@ -1,3 +1,4 @@
+import { cpus, loadavg } from "node:os";
 import { benchAudit } from "./audit.js";
 import { benchConsole } from "./console.js";
 import { benchGateway } from "./gateway.js";
@@ -30,8 +31,17 @@ if (unknown.length > 0) {
   process.exit(2);
 }
 console.log(`# Traitgate benchmarks (${new Date().toISOString()}, ${seconds} s per scenario)\n`);
+// What the run ran on, and how busy the machine was: ratios within one run are what compare.
+const cores = cpus();
+const load = () =>
+  loadavg()
+    .map((n) => n.toFixed(2))
+    .join(", ");
+console.log(
+  `Machine: ${cores.length} × ${cores[0]?.model.trim() ?? "?"}, Node.js ${process.version}; load average at start ${load()}\n`,
+);
 for (const [name, run] of Object.entries(benchmarks)) {
   if (chosen.length > 0 && !chosen.includes(name)) continue;
   console.log(await run());
-  console.log();
+  console.log(`\n_load average after ${name}: ${load()}_\n`);
 }
