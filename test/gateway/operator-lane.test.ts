@@ -234,6 +234,64 @@ describe("the setup sequence", () => {
   });
 });
 
+describe("bytes on the hop", () => {
+  it("sends the plugin the caller's payload bytes, and the REST caller the plugin's reply bytes, as they are", async () => {
+    // A plugin that keeps what it received and answers with JSON written its own way.
+    const received: string[] = [];
+    const reply = '{ "n" : 1.0, "s" : "\\u00e9\u00e9", "nested" : { "a" : [ 1e2 ] } }';
+    const raw = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        received.push(Buffer.concat(chunks).toString());
+        res.writeHead(200, { "content-type": "application/json" }).end(reply);
+      });
+    });
+    await new Promise<void>((r) => raw.listen(0, "127.0.0.1", r));
+    try {
+      const port = (raw.address() as AddressInfo).port;
+      const registered = await adminCall("/admin/plugins", {
+        id: "raw",
+        plugin_type: "internal",
+        endpoints: { take: "/take" },
+      });
+      expect(registered.status).toBe(200);
+      await adminCall(
+        "/admin/plugins/raw",
+        { plugin_type: "internal", endpoints: { take: "/take" }, port },
+        "PUT",
+      );
+      await adminCall(
+        "/admin/operator/allowlist",
+        { caller: "ai-core", target: "raw", operations: ["take"] },
+        "PUT",
+      );
+      const payload =
+        '{ "q" : "x\\u0041",\n "n": 1.50, "list": [ {"classification":"internal"} ] }';
+      callsMade++;
+      const res = await fetch(`${server.url}/gateway/raw/take`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${aiCore}`, "content-type": "application/json" },
+        body: `{"caller_plugin":"ai-core", "payload" : ${payload} }`,
+      });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe(reply);
+      expect(received).toEqual([payload]);
+      // gRPC callers get the same reply as a Struct.
+      const client = createClient(GatewayService, createGrpcTransport({ baseUrl: server.url }));
+      callsMade++;
+      const viaGrpc = await client.call(
+        { pluginId: "raw", operation: "take", callerPlugin: "ai-core", payload: { q: "y" } },
+        { headers: { authorization: `Bearer ${aiCore}` } },
+      );
+      expect(viaGrpc.reply).toEqual(JSON.parse(reply));
+      expect(received[1]).toBe('{"q":"y"}');
+    } finally {
+      raw.close();
+    }
+  });
+});
+
 describe("who may call", () => {
   it("refuses a body that names another caller (403) and a call without credentials (401)", async () => {
     const other = await adminCall("/admin/plugins", {
