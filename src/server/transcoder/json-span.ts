@@ -14,12 +14,16 @@ const isSpace = (c: number | undefined) => c === 0x20 || c === 0x0a || c === 0x0
 
 /** The index just past the string starting at `i` (a quote). */
 function endOfString(json: Uint8Array, i: number): number {
-  for (let j = i + 1; j < json.length; j++) {
-    const c = json[j];
-    if (c === backslash) j++;
-    else if (c === quote) return j + 1;
+  let from = i + 1;
+  for (;;) {
+    // The next quote (natively: strings are most of a payload), unless a backslash escapes it.
+    const q = json.indexOf(quote, from);
+    if (q < 0) return json.length;
+    let backslashes = 0;
+    while (json[q - 1 - backslashes] === backslash) backslashes++;
+    if (backslashes % 2 === 0) return q + 1;
+    from = q + 1;
   }
-  return json.length;
 }
 
 /** The index just past the value starting at `i`. */
