@@ -96,7 +96,7 @@ async function operatorCalls(): Promise<{ outcome: string; details: Record<strin
   return rows;
 }
 
-/** Waits until the audit writer has committed `count` operator_call events (writes are not awaited by calls). */
+/** The operator_call events once `count` are committed (a call's is, before its answer; refusals before the method ran are written once answered). */
 async function eventsAfter(count: number) {
   for (let i = 0; i < 100; i++) {
     const rows = await operatorCalls();
