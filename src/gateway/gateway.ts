@@ -376,12 +376,18 @@ export function createGateway(deps: GatewayDeps): Gateway {
       });
       auditDown = false;
     } catch (err) {
-      auditDown = true;
+      // The database not answering fails every call at its next read or commit anyway, and
+      // the lane works again as soon as it answers; any other failure of the audit log
+      // closes the lane until an event is written again.
+      const dbDown = databaseDown(err);
+      if (!dbDown) auditDown = true;
       log.error(
         { err, request_id: input.requestId },
-        "operator_call audit event lost: the call fails, and operator calls are refused until the audit log works",
+        dbDown
+          ? "operator_call audit event lost: the database did not answer, the call fails"
+          : "operator_call audit event lost: the call fails, and operator calls are refused until the audit log works",
       );
-      throw databaseDown(err)
+      throw dbDown
         ? err
         : unavailable("AUDIT_UNAVAILABLE", "the audit log cannot be written", { cause: err });
     }

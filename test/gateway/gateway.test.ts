@@ -156,6 +156,30 @@ describe("gateway decisions", () => {
     expect(h.forwarded.length).toBe(2);
   });
 
+  it("answers DATABASE_UNAVAILABLE when the event's database does not answer, and works at once when it does", async () => {
+    const h = harness();
+    let down = true;
+    const gateway = createGateway({
+      ...h.deps,
+      audit: {
+        async write() {
+          if (down) {
+            throw unavailable(databaseUnavailableReason, "the database did not answer in time", {
+              retryAfterSeconds: 1,
+            });
+          }
+          return { id: "1", seq: "1", hash: "h" };
+        },
+      },
+    });
+    await expect(gateway.call(input())).rejects.toMatchObject({
+      reason: "DATABASE_UNAVAILABLE",
+      retryAfterSeconds: 1,
+    });
+    down = false;
+    expect(await gateway.call(input())).toEqual({ items: [] });
+  });
+
   it("does not answer before the call's event is committed", async () => {
     let commit: () => void = () => undefined;
     const h = harness();
