@@ -469,9 +469,12 @@ function replyOf(result: ForwardResult, event: { status: number }): PluginReply 
   }
 }
 
+/** Fatal: a reply that is not UTF-8 is not JSON (its bytes may reach REST callers as they are). */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 function parseObject(body: Buffer): JsonObject | undefined {
   try {
-    const value: unknown = JSON.parse(body.toString("utf8"));
+    const value: unknown = JSON.parse(utf8.decode(body));
     return value !== null && typeof value === "object" && !Array.isArray(value)
       ? (value as JsonObject)
       : undefined;

@@ -277,6 +277,15 @@ describe("gateway decisions", () => {
       reply: { kind: "reply", status: 200, body: Buffer.from("[1]"), contentType: "" },
     });
     expect(await reasonOf(array.gateway.call(input()))).toBe("PLUGIN_BAD_REPLY");
+    // Bytes that are not UTF-8 (inside a string, where a lenient decoder would replace them),
+    // and a byte-order mark, are no JSON reply either: the reply's bytes may go on as they are.
+    for (const body of [
+      Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+      Buffer.from('\ufeff{"a":1}'),
+    ]) {
+      const bad = harness({ reply: { kind: "reply", status: 200, body, contentType: "" } });
+      expect(await reasonOf(bad.gateway.call(input()))).toBe("PLUGIN_BAD_REPLY");
+    }
     const big = harness({ reply: { kind: "too_large" } });
     expect(await reasonOf(big.gateway.call(input()))).toBe("PLUGIN_REPLY_TOO_LARGE");
   });

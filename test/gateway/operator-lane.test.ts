@@ -286,6 +286,16 @@ describe("bytes on the hop", () => {
       );
       expect(viaGrpc.reply).toEqual(JSON.parse(reply));
       expect(received[1]).toBe('{"q":"y"}');
+      // A key given twice: the policy decided on the last value (as JSON.parse keeps it), so
+      // the plugin gets that value written anew, never text it might read otherwise.
+      callsMade++;
+      const twice = await fetch(`${server.url}/gateway/raw/take`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${aiCore}`, "content-type": "application/json" },
+        body: '{"caller_plugin":"ai-core","payload":{"classification":"phi","classification":"internal"}}',
+      });
+      expect(twice.status).toBe(200);
+      expect(received[2]).toBe('{"classification":"internal"}');
     } finally {
       raw.close();
     }

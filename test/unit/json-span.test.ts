@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { topLevelValueSpans } from "../../src/server/transcoder/json-span.js";
+import {
+  parsedMemberCount,
+  topLevelValueSpans,
+  writtenMemberCount,
+} from "../../src/server/transcoder/json-span.js";
 
 const spans = (text: string, ...keys: string[]) => {
   const bytes = Buffer.from(text);
@@ -39,5 +43,22 @@ describe("top-level value spans of a JSON object", () => {
     expect(spans("{}", "payload")).toEqual({});
     expect(spans('"payload"', "payload")).toEqual({});
     expect(spans('\ufeff{"payload":{}}', "payload")).toEqual({});
+  });
+});
+
+describe("member counts, written and parsed", () => {
+  const counts = (text: string) => {
+    const bytes = Buffer.from(text);
+    return [writtenMemberCount(bytes, 0, bytes.length), parsedMemberCount(JSON.parse(text))];
+  };
+
+  it("agree when no object repeats a key", () => {
+    expect(counts('{"a":{"b":[{"c":"d:e","f":null}]},"g":"\\":"}')).toEqual([5, 5]);
+    expect(counts("[]")).toEqual([0, 0]);
+  });
+
+  it("differ when one does, at any depth", () => {
+    expect(counts('{"classification":"phi","classification":"public"}')).toEqual([2, 1]);
+    expect(counts('{"chunks":[{"classification" : "phi", "classification":"x"}]}')).toEqual([3, 2]);
   });
 });

@@ -94,3 +94,37 @@ export function topLevelValueSpans(
     i++;
   }
 }
+
+/**
+ * How many object members (keys, at every depth) the JSON value at [start, end) of `json`
+ * has, as written: with a key given twice in one object, more than the parsed value has.
+ */
+export function writtenMemberCount(json: Uint8Array, start: number, end: number): number {
+  let count = 0;
+  let i = start;
+  while (i < end) {
+    if (json[i] !== quote) {
+      i++;
+      continue;
+    }
+    i = endOfString(json, i);
+    let j = i;
+    while (isSpace(json[j])) j++;
+    if (json[j] === 0x3a) count++; // a string followed by ":" is a key
+  }
+  return count;
+}
+
+/** How many object members (at every depth) a parsed JSON value has. */
+export function parsedMemberCount(value: unknown): number {
+  if (value === null || typeof value !== "object") return 0;
+  let count = 0;
+  if (Array.isArray(value)) {
+    for (const item of value) count += parsedMemberCount(item);
+    return count;
+  }
+  for (const key in value) {
+    count += 1 + parsedMemberCount((value as Record<string, unknown>)[key]);
+  }
+  return count;
+}

@@ -12,7 +12,7 @@ import { isFieldError } from "@bufbuild/protobuf/reflect";
 import { setRequestFieldsJson } from "../preset-encoding.js";
 import { bodyJsonError, invalidField, malformedJson } from "./errors.js";
 import { type FieldTarget, fieldPathKey, nestJson } from "./fields.js";
-import { topLevelValueSpans } from "./json-span.js";
+import { parsedMemberCount, topLevelValueSpans, writtenMemberCount } from "./json-span.js";
 import { variableValue } from "./path-template.js";
 import type { Route } from "./routes.js";
 
@@ -117,7 +117,12 @@ function keepStructJson(route: Route, body: Uint8Array, message: Message): void 
     const span = byName ?? byJsonName;
     if (span === undefined || (byName !== undefined && byJsonName !== undefined)) continue;
     if (bytes[span[0]] !== 0x7b) continue; // null, or not an object: nothing to keep
-    if ((message as unknown as Record<string, unknown>)[f.localName] === undefined) continue;
+    const value = (message as unknown as Record<string, unknown>)[f.localName];
+    if (value === undefined) continue;
+    // A key given twice in one object: JSON.parse kept the last, a receiver may keep the
+    // first. The handler decides on the parsed value (the gateway's policy on its data
+    // classes), so such text is not passed on: the value is written anew instead.
+    if (writtenMemberCount(bytes, span[0], span[1]) !== parsedMemberCount(value)) continue;
     kept.set(f.name, bytes.subarray(span[0], span[1]));
   }
   if (kept.size > 0) setRequestFieldsJson(message, kept);
