@@ -72,11 +72,17 @@ function startChild(
       child.kill("SIGKILL");
       reject(new Error(`${command} did not start in time: ${output.slice(-2000)}`));
     }, timeoutMs);
+    let started = false;
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (output.length > 1_000_000) output = output.slice(-100_000);
+      // Once started, only kept (the core's access lines arrive with every call: matching
+      // the whole output again on each would cost this process, the load generator, CPU
+      // per call).
+      if (started) return;
       const match = ready.exec(output);
       if (match) {
+        started = true;
         clearTimeout(timer);
         resolve({ child, match, output: () => output });
       }
