@@ -34,6 +34,11 @@ export interface CallInput {
   pluginId: string;
   operation: string;
   payload: JsonObject;
+  /**
+   * The payload's JSON text as the caller sent it (REST), when the transport has it: sent to
+   * the plugin as it is, unless the policy sanitizes the payload. Must encode `payload`.
+   */
+  payloadJson?: Buffer | undefined;
   /** The caller's deadline, if it sent one. */
   timeoutMs: number | undefined;
   requestId: string;
@@ -60,8 +65,11 @@ export interface PluginPolicy {
 
 export interface GatewayDeps {
   plugin: (id: string) => Promise<PluginRecord | null>;
-  /** The secret the core shows `plugin` (opened once per credential rotation). */
-  coreSecret: (plugin: PluginRecord) => string;
+  /**
+   * The Authorization header the core shows `plugin` (`Bearer <its core secret>`, opened and
+   * built once per credential rotation).
+   */
+  coreAuthorization: (plugin: PluginRecord) => string;
   allowlist: Pick<OperatorAllowlist, "operationsFor">;
   policy: PluginPolicy;
   forwarder: Forwarder;
@@ -100,8 +108,16 @@ interface CallFacts {
   upstreamSeconds: number | undefined;
 }
 
+/** A plugin's successful reply: its JSON object as sent (bytes) and as parsed. */
+export interface PluginReply {
+  json: Buffer;
+  value: JsonObject;
+}
+
 export interface Gateway {
   call(input: CallInput): Promise<JsonObject>;
+  /** The same call, answered with the reply's bytes too (transports pass them on as they are). */
+  callForReply(input: CallInput): Promise<PluginReply>;
 }
 
 /** Statuses of refusals the gateway decides itself, for the audit event. */
@@ -266,8 +282,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
     if (verdict.decision === "deny") {
       throw refuse("permission_denied", "POLICY_DENIED", `policy: ${verdict.reason}`);
     }
-    const payload = verdict.decision === "sanitize" ? verdict.apply(input.payload) : input.payload;
-    const body = Buffer.from(JSON.stringify(payload));
+    // The caller's bytes go on as they are, unless the policy changes them.
+    const body =
+      verdict.decision === "sanitize"
+        ? Buffer.from(JSON.stringify(verdict.apply(input.payload)))
+        : input.payloadJson !== undefined
+          ? input.payloadJson
+          : Buffer.from(JSON.stringify(input.payload));
     event.bytes = body.length;
     const timeoutMs = Math.min(input.timeoutMs ?? deps.timeouts.defaultMs, deps.timeouts.maxMs);
     const sent = performance.now();
@@ -278,7 +299,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
       body,
       timeoutMs,
       headers: {
-        authorization: `Bearer ${deps.coreSecret(plugin)}`,
+        authorization: deps.coreAuthorization(plugin),
         "x-request-id": input.requestId,
         "x-traitgate-caller": input.callerPlugin,
         "x-traitgate-operation": input.operation,
@@ -292,79 +313,91 @@ export function createGateway(deps: GatewayDeps): Gateway {
     return replyOf(result, event);
   }
 
+  async function callForReply(input: CallInput): Promise<PluginReply> {
+    const started = performance.now();
+    const event: CallFacts = {
+      status: 200,
+      bytes: 0,
+      plugin: "unknown",
+      operation: "unknown",
+      upstreamSeconds: undefined,
+    };
+    let outcome: AuditEventInput["outcome"] = "success";
+    let reason = "";
+    let reply: PluginReply | undefined;
+    let failure: unknown;
+    try {
+      reply = await decideAndForward(input, event);
+    } catch (err) {
+      failure = err;
+      const kind = err instanceof DomainError ? err.kind : "internal";
+      reason =
+        err instanceof PluginAddressRefused
+          ? err.eventReason
+          : err instanceof DomainError
+            ? err.reason
+            : "INTERNAL";
+      // The status the caller gets (a plugin's 418 reaches it as 400).
+      event.status = statusOfKind[kind];
+      outcome =
+        kind === "permission_denied" || kind === "unauthenticated" || kind === "not_found"
+          ? "denied"
+          : err instanceof PluginError
+            ? "failure"
+            : "error";
+    }
+    const latencyMs = +(performance.now() - started).toFixed(3);
+    deps.onCallEnded?.({
+      plugin: event.plugin,
+      operation: event.operation,
+      outcome,
+      reason: reason === "" ? "ok" : reason,
+      upstreamSeconds: event.upstreamSeconds,
+    });
+    // The answer waits for the event's commit (the writer's group commit: the events of the
+    // calls ending together share one transaction). An event that cannot be written fails
+    // its call, whatever the plugin answered, and refuses later calls until one is written.
+    try {
+      await audit.write({
+        actorType: input.caller.kind,
+        actorId: input.caller.id,
+        action: "operator_call",
+        target: `plugin:${input.pluginId}`,
+        outcome,
+        ...requestFields(input),
+        details: {
+          caller: input.callerPlugin,
+          operation: input.operation,
+          status: event.status,
+          reason,
+          latency_ms: latencyMs,
+          payload_bytes: event.bytes,
+        },
+      });
+      auditDown = false;
+    } catch (err) {
+      // The database not answering fails every call at its next read or commit anyway, and
+      // the lane works again as soon as it answers; any other failure of the audit log
+      // closes the lane until an event is written again.
+      const dbDown = databaseDown(err);
+      if (!dbDown) auditDown = true;
+      log.error(
+        { err, request_id: input.requestId },
+        dbDown
+          ? "operator_call audit event lost: the database did not answer, the call fails"
+          : "operator_call audit event lost: the call fails, and operator calls are refused until the audit log works",
+      );
+      throw dbDown
+        ? err
+        : unavailable("AUDIT_UNAVAILABLE", "the audit log cannot be written", { cause: err });
+    }
+    if (reply === undefined) throw failure;
+    return reply;
+  }
+
   return {
-    async call(input) {
-      const started = performance.now();
-      const event: CallFacts = {
-        status: 200,
-        bytes: 0,
-        plugin: "unknown",
-        operation: "unknown",
-        upstreamSeconds: undefined,
-      };
-      let outcome: AuditEventInput["outcome"] = "success";
-      let reason = "";
-      try {
-        return await decideAndForward(input, event);
-      } catch (err) {
-        const kind = err instanceof DomainError ? err.kind : "internal";
-        reason =
-          err instanceof PluginAddressRefused
-            ? err.eventReason
-            : err instanceof DomainError
-              ? err.reason
-              : "INTERNAL";
-        // The status the caller gets (a plugin's 418 reaches it as 400).
-        event.status = statusOfKind[kind];
-        outcome =
-          kind === "permission_denied" || kind === "unauthenticated" || kind === "not_found"
-            ? "denied"
-            : err instanceof PluginError
-              ? "failure"
-              : "error";
-        throw err;
-      } finally {
-        const latencyMs = +(performance.now() - started).toFixed(3);
-        deps.onCallEnded?.({
-          plugin: event.plugin,
-          operation: event.operation,
-          outcome,
-          reason: reason === "" ? "ok" : reason,
-          upstreamSeconds: event.upstreamSeconds,
-        });
-        // Not awaited: the answer does not wait for the commit (see docs/operator-lane.md);
-        // a failed write is logged and sets `auditDown`, which refuses later calls.
-        audit
-          .write({
-            actorType: input.caller.kind,
-            actorId: input.caller.id,
-            action: "operator_call",
-            target: `plugin:${input.pluginId}`,
-            outcome,
-            ...requestFields(input),
-            details: {
-              caller: input.callerPlugin,
-              operation: input.operation,
-              status: event.status,
-              reason,
-              latency_ms: latencyMs,
-              payload_bytes: event.bytes,
-            },
-          })
-          .then(
-            () => {
-              auditDown = false;
-            },
-            (err: unknown) => {
-              auditDown = true;
-              log.error(
-                { err, request_id: input.requestId },
-                "operator_call audit event lost: refusing operator calls until the audit log works",
-              );
-            },
-          );
-      }
-    },
+    callForReply,
+    call: async (input) => (await callForReply(input)).value,
   };
 }
 
@@ -399,7 +432,7 @@ export class PluginAddressRefused extends DomainError {
   }
 }
 
-function replyOf(result: ForwardResult, event: { status: number }): JsonObject {
+function replyOf(result: ForwardResult, event: { status: number }): PluginReply {
   switch (result.kind) {
     case "unreachable":
       throw unavailable("PLUGIN_UNAVAILABLE", "the plugin cannot be reached");
@@ -431,14 +464,17 @@ function replyOf(result: ForwardResult, event: { status: number }): JsonObject {
         );
       }
       event.status = 200;
-      return parsed;
+      return { json: result.body, value: parsed };
     }
   }
 }
 
+/** Fatal: a reply that is not UTF-8 is not JSON (its bytes may reach REST callers as they are). */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 function parseObject(body: Buffer): JsonObject | undefined {
   try {
-    const value: unknown = JSON.parse(body.toString("utf8"));
+    const value: unknown = JSON.parse(utf8.decode(body));
     return value !== null && typeof value === "object" && !Array.isArray(value)
       ? (value as JsonObject)
       : undefined;

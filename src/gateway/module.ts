@@ -164,8 +164,8 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     operationsInUse: async (pluginId) =>
       new Set((await allowlistStore.list({ target: pluginId })).flatMap((e) => e.operations)),
   });
-  // The core's secret for a plugin, opened once per sealed value (i.e. per rotation).
-  const opened = new Map<string, { sealed: string; secret: string }>();
+  // The core's Authorization header for a plugin, opened once per sealed value (i.e. per rotation).
+  const opened = new Map<string, { sealed: string; authorization: string }>();
   const forwarder = createForwarder({
     maxReplyBytes: deps.config.maxReplyBytes,
     guard: createConnectGuard({
@@ -182,12 +182,12 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
   const callAudit = writeOncePerTurn(deps.audit);
   const gateway = createGateway({
     plugin: (id) => byId.get(id),
-    coreSecret: (plugin) => {
+    coreAuthorization: (plugin) => {
       const hit = opened.get(plugin.manifest.id);
-      if (hit?.sealed === plugin.coreSecretSealed) return hit.secret;
-      const secret = registry.coreSecret(plugin);
-      opened.set(plugin.manifest.id, { sealed: plugin.coreSecretSealed, secret });
-      return secret;
+      if (hit?.sealed === plugin.coreSecretSealed) return hit.authorization;
+      const authorization = `Bearer ${registry.coreSecret(plugin)}`;
+      opened.set(plugin.manifest.id, { sealed: plugin.coreSecretSealed, authorization });
+      return authorization;
     },
     allowlist,
     policy: enginePluginPolicy(deps.policy),

@@ -1,6 +1,8 @@
+import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import {
+  CallResponseSchema,
   GatewayService,
   OperatorAllowlistService,
   type PluginManifest as PluginManifestMessage,
@@ -10,6 +12,7 @@ import {
 import { invalidArgument, unauthenticated } from "../errors.js";
 import { auditedRequestOf, principalKey, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
+import { presetResponse, requestFieldJson } from "../server/preset-encoding.js";
 import type { OperatorAllowlist } from "./allowlist.js";
 import type { AllowlistEntry } from "./allowlist-store.js";
 import type { Gateway } from "./gateway.js";
@@ -22,6 +25,7 @@ import type {
   RegistryMeta,
 } from "./plugins.js";
 import type { PluginReachabilityCheck } from "./reachability.js";
+import { structFieldBinary } from "./struct-binary.js";
 
 /** Thin Connect handlers of the operator lane: parse → call the domain → map the result. */
 
@@ -140,17 +144,24 @@ export function createGatewayService(
     async call(req, ctx) {
       const principal = ctx.values.get(principalKey);
       if (principal === undefined) throw unauthenticated("MISSING", "this call needs a credential");
-      const reply = await gateway.call({
+      const reply = await gateway.callForReply({
         caller: { kind: principal.kind, id: principal.userId, name: principal.username },
         callerPlugin: req.callerPlugin,
         pluginId: req.pluginId,
         operation: req.operation,
         payload: req.payload ?? {},
+        // REST: the payload's bytes as the caller sent them.
+        payloadJson: requestFieldJson(req, "payload"),
         timeoutMs: ctx.timeoutMs(),
         ...auditedRequestOf(ctx.values),
         signal: ctx.signal,
       });
-      return { reply };
+      // The plugin's reply goes out as the bytes it sent (REST) or encoded from them once
+      // (gRPC), not through Struct messages; Connect and gRPC-Web serialize the message.
+      return presetResponse(create(CallResponseSchema, { reply: reply.value }), {
+        restField: { name: "reply", json: reply.json },
+        binary: () => structFieldBinary(1, reply.value),
+      });
     },
     async *watchOperatorCalls(req, ctx) {
       for await (const call of feed.watch(req.afterSeq, ctx.signal)) {

@@ -5,6 +5,7 @@ import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grp
 import type { Logger } from "../log.js";
 import { noteError, noteOutcome } from "./call-record.js";
 import { callRecordKey } from "./context.js";
+import { presetResponseOf } from "./preset-encoding.js";
 import { clientGoneSignal, type UnaryMethods, type UnarySpec } from "./unary.js";
 
 /**
@@ -182,7 +183,9 @@ export async function serveGrpcUnary(
       contextValues: options.contextValues,
     });
     if (gone(res)) return;
-    const message = toBinary(spec.method.output, outcome.message);
+    const message =
+      presetResponseOf(outcome.message)?.binary?.() ??
+      toBinary(spec.method.output, outcome.message);
     const frame = Buffer.allocUnsafe(5 + message.length);
     frame[0] = 0;
     frame.writeUInt32BE(message.length, 1);

@@ -4,8 +4,8 @@ import {
   ConnectError,
   type ConnectRouter,
   type ContextValues,
-  createHandlerContext,
   createServiceImplSpec,
+  type HandlerContext,
   type Interceptor,
   type MethodImplSpec,
 } from "@connectrpc/connect";
@@ -25,7 +25,10 @@ export interface UnaryCallInit {
   /** The request's metadata as the handlers see it (protocol headers left out). */
   requestHeader: Headers;
   url: string;
-  /** Aborted when the client goes away. */
+  /**
+   * Aborted when the client goes away, and once the call has finished (`clientGoneSignal`:
+   * the adapter calls its `end()`); the handler's signal unless the call has a deadline.
+   */
   signal: AbortSignal;
   /** The caller's deadline, if it sent one. */
   timeoutMs?: number | undefined;
@@ -39,10 +42,15 @@ export interface UnaryOutcome {
   trailer: Headers;
 }
 
+/** The reason given to a finished call's signal: preallocated, so finishing costs no stack trace. */
+const finished = new ConnectError("the call has finished", Code.Canceled);
+
 /**
  * A signal for a call's handler that aborts (Canceled) when the response closes before the
  * call has ended: the client reset its stream or dropped the connection. Call `end()` once
- * the answer is decided. (On HTTP/2, `writableFinished` is already true after a RST_STREAM,
+ * the answer is decided: the signal then aborts with "the call has finished", which tells
+ * anything still listening (a plugin call, a query) that the call is over, as Connect's
+ * handler context does. (On HTTP/2, `writableFinished` is already true after a RST_STREAM,
  * so it cannot tell the two apart; this flag can.)
  */
 export function clientGoneSignal(res: { once(event: "close", listener: () => void): unknown }): {
@@ -57,13 +65,38 @@ export function clientGoneSignal(res: { once(event: "close", listener: () => voi
   return {
     signal: abort.signal,
     end: () => {
+      if (ended) return;
       ended = true;
+      if (!abort.signal.aborted) abort.abort(finished);
     },
   };
 }
 
-/** The reason given to a finished call's signal: preallocated, so finishing costs no stack trace. */
-const finished = new ConnectError("the call has finished", Code.Canceled);
+/**
+ * The handler's signal when the call has a deadline: aborts (DeadlineExceeded) when it
+ * passes, or as the request's signal does. `finish()` stops the timer.
+ */
+function deadlineSignal(
+  request: AbortSignal,
+  timeoutMs: number,
+): { signal: AbortSignal; finish(): void } {
+  const controller = new AbortController();
+  const onRequestAbort = () => controller.abort(request.reason);
+  const timer = setTimeout(
+    () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
+    timeoutMs,
+  );
+  if (request.aborted) onRequestAbort();
+  else request.addEventListener("abort", onRequestAbort, { once: true });
+  return {
+    signal: controller.signal,
+    finish() {
+      clearTimeout(timer);
+      request.removeEventListener("abort", onRequestAbort);
+      if (!controller.signal.aborted) controller.abort(finished);
+    },
+  };
+}
 
 /**
  * The unary methods of every service registered on a router, callable in process
@@ -137,17 +170,26 @@ export class UnaryMethods {
     input: MessageShape<DescMessage>,
     init: UnaryCallInit,
   ): Promise<UnaryOutcome> {
-    const context = createHandlerContext({
-      ...spec,
+    // The handler's context as Connect's createHandlerContext makes it, minus what a unary
+    // call in process does not need: the adapter's signal itself (it aborts when the client
+    // goes, and once the call has finished) unless a deadline needs a signal of its own, and
+    // the request's headers as the adapter built them (not copied once more).
+    const deadline =
+      init.timeoutMs === undefined ? undefined : deadlineSignal(init.signal, init.timeoutMs);
+    const deadlineAt = init.timeoutMs === undefined ? undefined : Date.now() + init.timeoutMs;
+    const context: HandlerContext = {
+      method: spec.method,
       service: spec.method.parent,
       requestMethod: "POST",
       protocolName: init.protocolName,
-      timeoutMs: init.timeoutMs,
-      requestSignal: init.signal,
-      requestHeader: init.requestHeader,
       url: init.url,
-      contextValues: init.contextValues,
-    });
+      signal: deadline?.signal ?? init.signal,
+      timeoutMs: () => (deadlineAt === undefined ? undefined : deadlineAt - Date.now()),
+      requestHeader: init.requestHeader,
+      responseHeader: new Headers(),
+      responseTrailer: new Headers(),
+      values: init.contextValues,
+    };
     try {
       const message = await invokeUnaryImplementation(
         spec,
@@ -168,8 +210,8 @@ export class UnaryMethods {
       }
       throw err;
     } finally {
-      // Stops the deadline timer and tells anything still listening that the call is over.
-      context.abort(finished);
+      // Stops the deadline timer; the adapter's `end()` tells the rest that the call is over.
+      deadline?.finish();
     }
   }
 }

@@ -6,6 +6,7 @@ import {
   type CallInput,
   classificationsOf,
   createGateway,
+  type GatewayDeps,
   type PluginPolicy,
 } from "../../src/gateway/gateway.js";
 import { checkManifest, endpointPathProblem } from "../../src/gateway/manifest.js";
@@ -44,9 +45,9 @@ function harness(
   const forwarded: ForwardRequest[] = [];
   const events: AuditEventInput[] = [];
   const auditState = { failing: false };
-  const gateway = createGateway({
+  const deps: GatewayDeps = {
     plugin: async (id) => (id === "rag" ? plugin : null),
-    coreSecret: () => "tgc_secret",
+    coreAuthorization: () => "Bearer tgc_secret",
     allowlist: { operationsFor: overrides.operationsFor ?? (async () => new Set(["rag_query"])) },
     policy: overrides.policy ?? { decide: () => ({ decision: "allow" }) },
     forwarder: {
@@ -72,8 +73,8 @@ function harness(
     },
     log: silentLogger,
     timeouts: { defaultMs: 1000, maxMs: 5000 },
-  });
-  return { gateway, forwarded, events, auditState };
+  };
+  return { gateway: createGateway(deps), deps, forwarded, events, auditState };
 }
 
 const input = (extra: Partial<CallInput> = {}): CallInput => ({
@@ -138,20 +139,73 @@ describe("gateway decisions", () => {
     expect(h.forwarded).toEqual([]);
   });
 
-  it("refuses calls once an operator_call event is lost, until the audit log works again", async () => {
+  it("answers only once the call's event is written; refuses calls once one is lost, until the audit log works again", async () => {
     const h = harness();
-    const settle = () => new Promise((r) => setImmediate(r));
     h.auditState.failing = true;
-    await h.gateway.call(input());
-    await settle();
+    // The plugin answered, but its event could not be written: the caller gets no answer.
+    expect(await reasonOf(h.gateway.call(input()))).toBe("AUDIT_UNAVAILABLE");
+    expect(h.forwarded.length).toBe(1);
+    // Later calls are refused before anything is sent.
     expect(await reasonOf(h.gateway.call(input()))).toBe("AUDIT_UNAVAILABLE");
     expect(h.forwarded.length).toBe(1);
     h.auditState.failing = false;
     // The refused call's own event is the probe: once it is written, calls flow again.
     expect(await reasonOf(h.gateway.call(input()))).toBe("AUDIT_UNAVAILABLE");
-    await settle();
+    expect(h.events.map((e) => e.details?.reason)).toEqual(["AUDIT_UNAVAILABLE"]);
     expect(await h.gateway.call(input())).toEqual({ items: [] });
     expect(h.forwarded.length).toBe(2);
+  });
+
+  it("answers DATABASE_UNAVAILABLE when the event's database does not answer, and works at once when it does", async () => {
+    const h = harness();
+    let down = true;
+    const gateway = createGateway({
+      ...h.deps,
+      audit: {
+        async write() {
+          if (down) {
+            throw unavailable(databaseUnavailableReason, "the database did not answer in time", {
+              retryAfterSeconds: 1,
+            });
+          }
+          return { id: "1", seq: "1", hash: "h" };
+        },
+      },
+    });
+    await expect(gateway.call(input())).rejects.toMatchObject({
+      reason: "DATABASE_UNAVAILABLE",
+      retryAfterSeconds: 1,
+    });
+    down = false;
+    expect(await gateway.call(input())).toEqual({ items: [] });
+  });
+
+  it("does not answer before the call's event is committed", async () => {
+    let commit: () => void = () => undefined;
+    const h = harness();
+    const written: string[] = [];
+    const slow = createGateway({
+      ...h.deps,
+      audit: {
+        write: (event) =>
+          new Promise((resolve) => {
+            commit = () => {
+              written.push(String(event.details?.reason));
+              resolve({ id: "1", seq: "1", hash: "h" });
+            };
+          }),
+      },
+    });
+    let answered = false;
+    const call = slow.call(input()).then((reply) => {
+      answered = true;
+      return reply;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(answered).toBe(false);
+    commit();
+    expect(await call).toEqual({ items: [] });
+    expect(written).toEqual([""]);
   });
 
   it("denies when the policy throws, and sends the sanitized payload when it sanitizes", async () => {
@@ -169,6 +223,28 @@ describe("gateway decisions", () => {
     });
     await sanitizing.gateway.call(input());
     expect(JSON.parse(sanitizing.forwarded[0]?.body.toString() ?? "")).toEqual({ q: "[REDACTED]" });
+    // The caller's own bytes are not what goes once the policy changed the payload.
+    await sanitizing.gateway.call(input({ payloadJson: Buffer.from('{ "q" : "x" }') }));
+    expect(sanitizing.forwarded[1]?.body.toString()).toBe('{"q":"[REDACTED]"}');
+  });
+
+  it("passes the caller's payload bytes and the plugin's reply bytes on as they are", async () => {
+    const h = harness({
+      reply: {
+        kind: "reply",
+        status: 200,
+        body: Buffer.from('{ "items" : [ ] }'),
+        contentType: "",
+      },
+    });
+    const payloadJson = Buffer.from('{ "q" : "x", "n": 1.0 }');
+    const reply = await h.gateway.callForReply(input({ payload: { q: "x", n: 1 }, payloadJson }));
+    expect(h.forwarded[0]?.body).toBe(payloadJson);
+    expect(reply.json.toString()).toBe('{ "items" : [ ] }');
+    expect(reply.value).toEqual({ items: [] });
+    // Without the caller's bytes (gRPC, in process), the payload is written as JSON.
+    await h.gateway.call(input());
+    expect(h.forwarded[1]?.body.toString()).toBe('{"q":"x"}');
   });
 
   it("refuses a caller that is not who the body says, a user, an unknown operation", async () => {
@@ -201,6 +277,15 @@ describe("gateway decisions", () => {
       reply: { kind: "reply", status: 200, body: Buffer.from("[1]"), contentType: "" },
     });
     expect(await reasonOf(array.gateway.call(input()))).toBe("PLUGIN_BAD_REPLY");
+    // Bytes that are not UTF-8 (inside a string, where a lenient decoder would replace them),
+    // and a byte-order mark, are no JSON reply either: the reply's bytes may go on as they are.
+    for (const body of [
+      Buffer.concat([Buffer.from('{"a":"'), Buffer.from([0xff, 0xfe]), Buffer.from('"}')]),
+      Buffer.from('\ufeff{"a":1}'),
+    ]) {
+      const bad = harness({ reply: { kind: "reply", status: 200, body, contentType: "" } });
+      expect(await reasonOf(bad.gateway.call(input()))).toBe("PLUGIN_BAD_REPLY");
+    }
     const big = harness({ reply: { kind: "too_large" } });
     expect(await reasonOf(big.gateway.call(input()))).toBe("PLUGIN_REPLY_TOO_LARGE");
   });

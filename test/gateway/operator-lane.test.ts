@@ -96,7 +96,7 @@ async function operatorCalls(): Promise<{ outcome: string; details: Record<strin
   return rows;
 }
 
-/** Waits until the audit writer has committed `count` operator_call events (writes are not awaited by calls). */
+/** The operator_call events once `count` are committed (a call's is, before its answer; refusals before the method ran are written once answered). */
 async function eventsAfter(count: number) {
   for (let i = 0; i < 100; i++) {
     const rows = await operatorCalls();
@@ -231,6 +231,74 @@ describe("the setup sequence", () => {
     const seen = res.body.seen as { request_id: string; caller: string; header_names: string[] };
     expect(seen).toMatchObject({ request_id: "req-echo-1", caller: "ai-core" });
     expect(JSON.stringify(res.body)).not.toContain(aiCore);
+  });
+});
+
+describe("bytes on the hop", () => {
+  it("sends the plugin the caller's payload bytes, and the REST caller the plugin's reply bytes, as they are", async () => {
+    // A plugin that keeps what it received and answers with JSON written its own way.
+    const received: string[] = [];
+    const reply = '{ "n" : 1.0, "s" : "\\u00e9\u00e9", "nested" : { "a" : [ 1e2 ] } }';
+    const raw = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        received.push(Buffer.concat(chunks).toString());
+        res.writeHead(200, { "content-type": "application/json" }).end(reply);
+      });
+    });
+    await new Promise<void>((r) => raw.listen(0, "127.0.0.1", r));
+    try {
+      const port = (raw.address() as AddressInfo).port;
+      const registered = await adminCall("/admin/plugins", {
+        id: "raw",
+        plugin_type: "internal",
+        endpoints: { take: "/take" },
+      });
+      expect(registered.status).toBe(200);
+      await adminCall(
+        "/admin/plugins/raw",
+        { plugin_type: "internal", endpoints: { take: "/take" }, port },
+        "PUT",
+      );
+      await adminCall(
+        "/admin/operator/allowlist",
+        { caller: "ai-core", target: "raw", operations: ["take"] },
+        "PUT",
+      );
+      const payload =
+        '{ "q" : "x\\u0041",\n "n": 1.50, "list": [ {"classification":"internal"} ] }';
+      callsMade++;
+      const res = await fetch(`${server.url}/gateway/raw/take`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${aiCore}`, "content-type": "application/json" },
+        body: `{"caller_plugin":"ai-core", "payload" : ${payload} }`,
+      });
+      expect(res.status).toBe(200);
+      expect(await res.text()).toBe(reply);
+      expect(received).toEqual([payload]);
+      // gRPC callers get the same reply as a Struct.
+      const client = createClient(GatewayService, createGrpcTransport({ baseUrl: server.url }));
+      callsMade++;
+      const viaGrpc = await client.call(
+        { pluginId: "raw", operation: "take", callerPlugin: "ai-core", payload: { q: "y" } },
+        { headers: { authorization: `Bearer ${aiCore}` } },
+      );
+      expect(viaGrpc.reply).toEqual(JSON.parse(reply));
+      expect(received[1]).toBe('{"q":"y"}');
+      // A key given twice: the policy decided on the last value (as JSON.parse keeps it), so
+      // the plugin gets that value written anew, never text it might read otherwise.
+      callsMade++;
+      const twice = await fetch(`${server.url}/gateway/raw/take`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${aiCore}`, "content-type": "application/json" },
+        body: '{"caller_plugin":"ai-core","payload":{"classification":"phi","classification":"internal"}}',
+      });
+      expect(twice.status).toBe(200);
+      expect(received[2]).toBe('{"classification":"internal"}');
+    } finally {
+      raw.close();
+    }
   });
 });
 

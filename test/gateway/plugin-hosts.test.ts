@@ -319,7 +319,7 @@ describe("forward time checks the address actually dialled", () => {
   });
 });
 
-/** The reason of the operator_call event of plugin `id`, once written (not awaited by calls). */
+/** The reason of the operator_call event of plugin `id`, once written. */
 async function reasonOf(id: string): Promise<unknown> {
   const deadline = Date.now() + 5000;
   for (;;) {

@@ -9,8 +9,10 @@ import {
   toJson,
 } from "@bufbuild/protobuf";
 import { isFieldError } from "@bufbuild/protobuf/reflect";
+import { setRequestFieldsJson } from "../preset-encoding.js";
 import { bodyJsonError, invalidField, malformedJson } from "./errors.js";
 import { type FieldTarget, fieldPathKey, nestJson } from "./fields.js";
+import { parsedMemberCount, topLevelValueSpans, writtenMemberCount } from "./json-span.js";
 import { variableValue } from "./path-template.js";
 import type { Route } from "./routes.js";
 
@@ -97,6 +99,36 @@ function applyQuery(route: Route, message: Message, query: string): void {
 }
 
 /**
+ * Keeps the JSON text of the body's Struct fields beside the message, for a handler that
+ * passes it on as it is (src/server/preset-encoding.ts): only an object given under one name.
+ */
+function keepStructJson(route: Route, body: Uint8Array, message: Message): void {
+  const names = new Set<string>();
+  for (const f of route.structFields) names.add(f.name).add(f.jsonName);
+  const spans = topLevelValueSpans(body, names);
+  if (spans.size === 0) return;
+  const bytes = Buffer.isBuffer(body)
+    ? body
+    : Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  const kept = new Map<string, Buffer>();
+  for (const f of route.structFields) {
+    const byName = spans.get(f.name);
+    const byJsonName = f.jsonName === f.name ? undefined : spans.get(f.jsonName);
+    const span = byName ?? byJsonName;
+    if (span === undefined || (byName !== undefined && byJsonName !== undefined)) continue;
+    if (bytes[span[0]] !== 0x7b) continue; // null, or not an object: nothing to keep
+    const value = (message as unknown as Record<string, unknown>)[f.localName];
+    if (value === undefined) continue;
+    // A key given twice in one object: JSON.parse kept the last, a receiver may keep the
+    // first. The handler decides on the parsed value (the gateway's policy on its data
+    // classes), so such text is not passed on: the value is written anew instead.
+    if (writtenMemberCount(bytes, span[0], span[1]) !== parsedMemberCount(value)) continue;
+    kept.set(f.name, bytes.subarray(span[0], span[1]));
+  }
+  if (kept.size > 0) setRequestFieldsJson(message, kept);
+}
+
+/**
  * The request message of a REST call: the body (per HttpRule.body), then the
  * path variables (they win), then the query parameters.
  */
@@ -124,6 +156,7 @@ export function buildRequestMessage(
     } catch (err) {
       throw bodyJsonError(err, route.input, json);
     }
+    if (route.structFields.length > 0) keepStructJson(route, body, message);
   }
   for (const binding of route.pathBindings) {
     const text = variableValue(binding.variable, segments);

@@ -39,6 +39,11 @@ export interface Route {
   boundKeys: ReadonlySet<string>;
   /** Query parameter lookup; undefined when body is "*" (no query parameters then). */
   queryFields: FieldIndex | undefined;
+  /**
+   * The request's top-level `google.protobuf.Struct` fields when body is "*": their JSON text
+   * is kept for the handler (src/server/preset-encoding.ts).
+   */
+  structFields: readonly DescField[];
 }
 
 /** The HTTP bindings of a method's `google.api.http` option, additional bindings included. */
@@ -121,6 +126,12 @@ export function buildRoutes(specs: readonly UnarySpec[]): Route[] {
         pathBindings,
         boundKeys,
         queryFields: body.kind === "all" ? undefined : index,
+        structFields:
+          body.kind === "all"
+            ? method.input.fields.filter(
+                (f) => f.fieldKind === "message" && f.message.typeName === "google.protobuf.Struct",
+              )
+            : [],
       });
     }
   }

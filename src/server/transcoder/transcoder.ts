@@ -5,6 +5,7 @@ import { Code, ConnectError, type ContextValues, createContextValues } from "@co
 import type { Logger } from "../../log.js";
 import { noteError, noteOutcome } from "../call-record.js";
 import { type CallRecord, callRecordKey } from "../context.js";
+import { presetResponseOf } from "../preset-encoding.js";
 import {
   clientGoneSignal,
   type UnaryMethods,
@@ -113,9 +114,14 @@ function answerHeaders(sources: readonly Headers[]): OutgoingHttpHeaders {
 const gone = (res: NodeResponse) =>
   "stream" in res ? res.stream.destroyed || res.stream.closed : res.destroyed;
 
-function send(res: NodeResponse, status: number, headers: OutgoingHttpHeaders, body: string): void {
+function send(
+  res: NodeResponse,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  body: string | Uint8Array,
+): void {
   if (res.headersSent || gone(res)) return;
-  const bytes = Buffer.from(body);
+  const bytes = typeof body === "string" ? Buffer.from(body) : body;
   res.writeHead(status, {
     ...headers,
     "content-type": "application/json",
@@ -235,11 +241,15 @@ async function serve(
     options.methods,
     contextValues,
   );
+  // A handler that has the answer's JSON already (a plugin's reply) gives it as it is.
+  const preset = presetResponseOf(outcome.message)?.restField;
   send(
     res,
     200,
     answerHeaders([outcome.header, outcome.trailer]),
-    responseJson(route, outcome.message, options.registry),
+    preset !== undefined && preset.name === route.responseField?.name
+      ? preset.json
+      : responseJson(route, outcome.message, options.registry),
   );
 }
 
