@@ -37,8 +37,10 @@ export default defineConfig({
         extends: true,
         test: {
           // `traitgate` as a user runs it (several processes, cluster workers, signals):
-          // each file in a fresh worker process.
-          name: "processes",
+          // each file in a fresh worker process. Vitest starts the projects' files in the
+          // order of their names, then longest first: these long files (up to ~75 s each)
+          // start first, beside the in-process ones, instead of ending the run alone.
+          name: "command-line",
           include: ["test/e2e/**/*.test.ts"],
         },
       },
