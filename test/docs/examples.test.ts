@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { cliScript, killAll, startCli, stopCli } from "../support/cli.js";
+import { cliNodeOptions, cliScript, killAll, startCli, stopCli } from "../support/cli.js";
 import {
   type DemoValues,
   expectErrors,
@@ -102,7 +102,7 @@ describe.skipIf(skip)("the runnable examples, against a demo", () => {
     mkdirSync(bin, { recursive: true });
     writeFileSync(
       join(bin, "traitgate"),
-      `#!/bin/sh\nexec "${process.execPath}" "${cliScript}" "$@"\n`,
+      `#!/bin/sh\nexec "${process.execPath}" ${cliNodeOptions.join(" ")} "${cliScript}" "$@"\n`,
     );
     chmodSync(join(bin, "traitgate"), 0o755);
     const started = await startCli(

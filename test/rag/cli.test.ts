@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { cliScript } from "../support/cli.js";
+import { cliNodeOptions, cliScript } from "../support/cli.js";
 
 /** `traitgate rag-plugin` as an operator runs it: its own process, through the CLI. */
 
@@ -31,7 +31,7 @@ function env(extra: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 }
 
 function spawnCli(environment: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, ["--enable-source-maps", cliScript, "rag-plugin"], {
+  const child = spawn(process.execPath, [...cliNodeOptions, cliScript, "rag-plugin"], {
     env: environment,
   });
   children.push(child);

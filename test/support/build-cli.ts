@@ -15,7 +15,18 @@ import { buildTemplates } from "./pglite-templates.js";
  */
 export const testBuildDir = fileURLToPath(new URL("../../dist/test-build", import.meta.url));
 
-export default async function setup(): Promise<void> {
+/**
+ * Once per run: Vitest runs the global setup of each project (vitest.config.ts), in one
+ * process, one after the other, before any test starts.
+ */
+export default function setup(): Promise<void> {
+  const runs = globalThis as Record<symbol, Promise<void> | undefined>;
+  const key = Symbol.for("traitgate.test-build");
+  runs[key] ??= makeTestBuild();
+  return runs[key];
+}
+
+async function makeTestBuild(): Promise<void> {
   const root = fileURLToPath(new URL("../..", import.meta.url));
   const sources = ["src", "gen"].flatMap((top) =>
     readdirSync(join(root, top), { recursive: true, encoding: "utf8" })
