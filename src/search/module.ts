@@ -51,7 +51,7 @@ const unusable = (why: string, cause: unknown): RagBackend => {
   const fail = async (): Promise<never> => {
     throw unavailable("RAG_BACKEND_UNAVAILABLE", why, { cause });
   };
-  return { index: fail, query: fail, stats: fail };
+  return { index: fail, indexMany: fail, query: fail, stats: fail };
 };
 
 /** How each method of SearchService is protected (also read by the OpenAPI generator). */
@@ -98,6 +98,13 @@ export function createSearchModule(deps: SearchModuleDeps): {
   const lazyBuiltin: RagBackend = {
     index: async (doc, request, options) =>
       (await builtinBackendOnce()).index(doc, request, options),
+    indexMany: async (docs, request, options) => {
+      const backend = await builtinBackendOnce();
+      if (backend.indexMany) return backend.indexMany(docs, request, options);
+      const written: number[] = [];
+      for (const doc of docs) written.push(await backend.index(doc, request, options));
+      return written;
+    },
     query: async (input, request) => (await builtinBackendOnce()).query(input, request),
     stats: async (request) => (await builtinBackendOnce()).stats(request),
   };
