@@ -48,14 +48,19 @@ interface Child {
   match: RegExpExecArray | null;
 }
 
-function startChild(args: string[], env: NodeJS.ProcessEnv, ready: RegExp): Promise<Child> {
+function startChild(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: RegExp,
+  timeoutMs = 120_000,
+): Promise<Child> {
   const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
       reject(new Error(`${args.join(" ")} did not start in time: ${output.slice(-2000)}`));
-    }, 120_000);
+    }, timeoutMs);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       if (output.length > 1_000_000) output = output.slice(-100_000);
@@ -150,6 +155,7 @@ async function storeRun(
   texts: readonly string[],
   dimension: number,
   policy: Policy,
+  progress: (what: string) => void,
 ): Promise<IngestRow> {
   const embedder = createLocalEmbedder({ dimension });
   const documents = await Promise.all(
@@ -197,6 +203,9 @@ async function storeRun(
     }
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpu0);
+    progress(
+      `store (${policy}): ${chunks} chunks, load ${loadSeconds.toFixed(1)} s, in all ${seconds.toFixed(1)} s`,
+    );
     return {
       name: "store",
       chunks,
@@ -216,6 +225,7 @@ async function publicRun(
   dimension: number,
   policy: Policy,
   batch: boolean,
+  progress: (what: string) => void,
 ): Promise<IngestRow> {
   const children: Child[] = [];
   const base = join(dir, `public-${policy}`);
@@ -330,6 +340,7 @@ async function publicRun(
     );
     if (code !== 0) throw new Error(`traitgate ingest exited with ${code}: ${errors}`);
     const loadSeconds = (performance.now() - started) / 1000;
+    progress(`public path (${policy}) loaded in ${loadSeconds.toFixed(1)} s: ${summary.trim()}`);
     if (policy === "bulk") {
       // Restarted without RAG_DEFER_INDEX, the plugin builds the index it deferred.
       pluginBefore += processCpuMs(pids.plugin);
@@ -347,6 +358,8 @@ async function publicRun(
           LOG_LEVEL: "info",
         },
         /traitgate rag-plugin listening/,
+        // It builds the index before it listens: minutes at 50,000 × 1536.
+        3_600_000,
       );
       children.push(again);
       // All of its CPU counts: the build is part of the load.
@@ -389,9 +402,16 @@ export async function benchIngest(options: {
     const out = [];
     for (const policy of options.policies) {
       options.progress(`ingest (${policy}): store`);
-      const store = await storeRun(dir, texts, options.dimension, policy);
+      const store = await storeRun(dir, texts, options.dimension, policy, options.progress);
       options.progress(`ingest (${policy}): public path`);
-      const pub = await publicRun(dir, corpusDir, options.dimension, policy, options.batch ?? true);
+      const pub = await publicRun(
+        dir,
+        corpusDir,
+        options.dimension,
+        policy,
+        options.batch ?? true,
+        options.progress,
+      );
       out.push({ policy, store, public: pub });
     }
     return out;
