@@ -70,6 +70,39 @@ export interface RagBackend {
   stats(request: BackendRequest): Promise<BackendStats | undefined>;
 }
 
+/**
+ * A per-document `indexMany` stopped by a failure after some documents were indexed: which
+ * (`written`, the first ones, in order), so that the core records and audits them.
+ */
+export class PartlyIndexed extends Error {
+  override readonly name = "PartlyIndexed";
+  constructor(
+    readonly written: readonly number[],
+    override readonly cause: unknown,
+  ) {
+    super("a document failed after others were indexed", { cause });
+  }
+}
+
+/** `indexMany` as one `index` per document (PartlyIndexed when one fails after others). */
+export async function indexEachDocument(
+  index: RagBackend["index"],
+  docs: readonly BackendDocument[],
+  request: BackendRequest,
+  options?: IndexOptions,
+): Promise<number[]> {
+  const written: number[] = [];
+  for (const doc of docs) {
+    try {
+      written.push(await index(doc, request, options));
+    } catch (err) {
+      if (written.length === 0) throw err;
+      throw new PartlyIndexed(written, err);
+    }
+  }
+  return written;
+}
+
 /** The built-in store (src/rag) on the core's database. */
 export function builtinBackend(rag: Rag): RagBackend {
   return {
@@ -181,9 +214,7 @@ export function pluginBackend(
       const first = docs[0];
       if (first === undefined) return [];
       if (docs.length === 1 || !(await declares(pluginId, ragIndexBatchOperation))) {
-        const written: number[] = [];
-        for (const doc of docs) written.push(await backend.index(doc, request, options));
-        return written;
+        return indexEachDocument(backend.index, docs, request, options);
       }
       const reply = await call(
         ragIndexBatchOperation,

@@ -15,6 +15,7 @@ import {
   type BackendRequest,
   type BackendStats,
   builtinBackend,
+  indexEachDocument,
   pluginBackend,
   type RagBackend,
 } from "./backend.js";
@@ -101,9 +102,7 @@ export function createSearchModule(deps: SearchModuleDeps): {
     indexMany: async (docs, request, options) => {
       const backend = await builtinBackendOnce();
       if (backend.indexMany) return backend.indexMany(docs, request, options);
-      const written: number[] = [];
-      for (const doc of docs) written.push(await backend.index(doc, request, options));
-      return written;
+      return indexEachDocument(backend.index, docs, request, options);
     },
     query: async (input, request) => (await builtinBackendOnce()).query(input, request),
     stats: async (request) => (await builtinBackendOnce()).stats(request),

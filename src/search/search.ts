@@ -3,7 +3,7 @@ import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
-import type { BackendDocument, BackendHit, BackendRequest, RagBackend } from "./backend.js";
+import { type BackendHit, indexEachDocument, PartlyIndexed, type RagBackend } from "./backend.js";
 import { type ChunkingOptions, chunkText, defaultChunking, textOf } from "./chunking.js";
 import {
   accessChanges,
@@ -179,18 +179,6 @@ function slices(
   }
   if (current.length > 0) out.push(current);
   return out;
-}
-
-/** A backend without indexMany: one call per document. */
-async function indexEach(
-  backend: RagBackend,
-  docs: readonly BackendDocument[],
-  request: BackendRequest,
-  allowAccessChange: boolean,
-): Promise<number[]> {
-  const written: number[] = [];
-  for (const doc of docs) written.push(await backend.index(doc, request, { allowAccessChange }));
-  return written;
 }
 
 const docIdOf = (path: string) =>
@@ -379,7 +367,7 @@ export function createSearch(deps: SearchDeps): Search {
       let failedIndex = 0;
       try {
         for (const positions of batches.values()) {
-          for (const slice of slices(positions, prepared, batchLimits)) {
+          for (let slice of slices(positions, prepared, batchLimits)) {
             failedIndex = slice[0] ?? 0;
             const docs = slice.map((i) => {
               const p = prepared[i] as (typeof prepared)[number];
@@ -393,9 +381,20 @@ export function createSearch(deps: SearchDeps): Search {
               };
             });
             const request = { requestId, origin: caller.origin };
-            const written = backend.indexMany
-              ? await backend.indexMany(docs, request, { allowAccessChange })
-              : await indexEach(backend, docs, request, allowAccessChange);
+            let written: readonly number[];
+            let partial: PartlyIndexed | undefined;
+            try {
+              written = backend.indexMany
+                ? await backend.indexMany(docs, request, { allowAccessChange })
+                : await indexEachDocument(backend.index, docs, request, { allowAccessChange });
+            } catch (err) {
+              // One call per document, and one failed after others were indexed: those are
+              // recorded and audited, then the request fails.
+              if (!(err instanceof PartlyIndexed)) throw err;
+              partial = err;
+              written = err.written;
+              slice = slice.slice(0, written.length);
+            }
             await ingested.recordMany(
               key,
               slice.map((i, j) => {
@@ -420,6 +419,10 @@ export function createSearch(deps: SearchDeps): Search {
               };
               const change = changeOf.get(p.docId);
               if (change) await audit.write(changeEvent(caller, key, change, requestId));
+            }
+            if (partial) {
+              failedIndex = positions[positions.indexOf(failedIndex) + written.length] ?? 0;
+              throw partial.cause;
             }
           }
         }
