@@ -156,7 +156,7 @@ export const commands: readonly CommandSpec[] = [
   {
     path: ["ingest"],
     synopsis:
-      "DIR --required-traits T,T|none --classification C [--url URL] [--source NAME] [--allow-access-change]",
+      "DIR --required-traits T,T|none --classification C [--url URL] [--source NAME] [--allow-access-change] [--concurrency N]",
     summary: "Send the .md/.txt/.html files under DIR to a running core for search.",
     details:
       "  --required-traits T,T      Traits a reader needs (or none).\n" +
@@ -164,7 +164,8 @@ export const commands: readonly CommandSpec[] = [
       "  --url URL                  The core (default: TRAITGATE_URL).\n" +
       "  --source NAME              Paths are sent as NAME/... (default: DIR's name).\n" +
       "  --allow-access-change      Allow changing the traits or classification of documents\n" +
-      "                             already ingested.\n\n" +
+      "                             already ingested.\n" +
+      "  --concurrency N            Requests in flight, 1-16 (default 4).\n\n" +
       "Needs TRAITGATE_TOKEN: the access token of a user whose roles include capability:ingest.",
     takesArgs: true,
   },

@@ -41,7 +41,11 @@ export async function setUpDemoRetrieval(
     id: pluginId,
     name: "RAG plugin (demo)",
     pluginType: "retrieval",
-    endpoints: { rag_index: "/rag/index", rag_query: "/rag/query" },
+    endpoints: {
+      rag_index: "/rag/index",
+      rag_index_batch: "/rag/index-batch",
+      rag_query: "/rag/query",
+    },
     host: "127.0.0.1",
     port: options.port,
     // The demo plugin stores health records: it is declared in HIPAA scope.
@@ -80,7 +84,7 @@ export async function setUpDemoRetrieval(
     await core.allowlist.put(system, meta(), {
       caller: "ai-core",
       target: pluginId,
-      operations: ["rag_index", "rag_query"],
+      operations: ["rag_index", "rag_index_batch", "rag_query"],
     });
     await core.settingsAdmin.update(
       { kind: "system", userId: "demo", username: "demo", apiKeyId: undefined },

@@ -55,6 +55,11 @@ export interface RagConfig {
   /** RAG_TENANT: the tenant this process serves ("" = none). */
   tenant: string;
   hnsw: HnswConfig;
+  /**
+   * RAG_DEFER_INDEX: a bulk load is under way, so the HNSW index is not built at start (and
+   * writes do not insert into a graph); the next start without it builds the index.
+   */
+  deferIndex: boolean;
   /** Unset: the local hashing embedder. */
   embeddings: HttpEmbedderConfig | undefined;
 }
@@ -113,6 +118,11 @@ export function loadRagConfig(env: NodeJS.ProcessEnv): RagConfig {
     problems.push("RAG_HNSW_EF_CONSTRUCTION must be at least twice RAG_HNSW_M");
   }
 
+  const defer = env.RAG_DEFER_INDEX?.trim().toLowerCase() ?? "";
+  if (!["", "true", "false", "1", "0"].includes(defer)) {
+    problems.push("RAG_DEFER_INDEX must be true or false");
+  }
+
   const url = env.EMBEDDINGS_URL?.trim();
   let embeddings: HttpEmbedderConfig | undefined;
   if (url) {
@@ -159,6 +169,7 @@ export function loadRagConfig(env: NodeJS.ProcessEnv): RagConfig {
     dimension: int("EMBEDDING_DIM", 1536, 2, 2000),
     tenant,
     hnsw,
+    deferIndex: defer === "true" || defer === "1",
     embeddings,
   };
   if (problems.length > 0) throw new ConfigError(problems);

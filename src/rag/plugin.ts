@@ -38,7 +38,16 @@ export async function startRagPlugin(options: StartRagPluginOptions): Promise<Ra
       log,
     }));
   try {
-    await prepareRagSchema(db, log, { dimension: config.dimension, hnsw: config.hnsw });
+    await prepareRagSchema(db, log, {
+      dimension: config.dimension,
+      hnsw: config.hnsw,
+      buildIndex: !config.deferIndex,
+    });
+    if (config.deferIndex) {
+      log.warn(
+        "RAG_DEFER_INDEX: bulk load mode, no HNSW index is built now (queries rank every allowed chunk); restart without it to build the index",
+      );
+    }
     const embedder = options.embedder ?? createEmbedder(config, log);
     const store = createRagStore({ db, tenant: config.tenant, hnsw: config.hnsw });
     const rag = createRag({ store, embedder });

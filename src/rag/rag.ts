@@ -17,6 +17,16 @@ export interface IndexInput {
   allowAccessChange?: boolean;
 }
 
+/** An IndexBatch request: whole documents of one data class. */
+export interface IndexBatchInput {
+  classification: string;
+  documents: readonly {
+    document: DocumentRecord | undefined;
+    chunks: IndexInput["chunks"];
+  }[];
+  allowAccessChange?: boolean;
+}
+
 export interface QueryInput {
   q: string;
   vector: ArrayLike<number>;
@@ -40,6 +50,11 @@ export interface QueryResultItem {
 
 export interface Rag {
   index(input: IndexInput, signal?: AbortSignal): Promise<{ docId: string; chunks: number }>;
+  /** Several whole documents in one transaction (docs/rag.md, IndexBatch). */
+  indexBatch(
+    input: IndexBatchInput,
+    signal?: AbortSignal,
+  ): Promise<{ docId: string; chunks: number }[]>;
   query(input: QueryInput, signal?: AbortSignal): Promise<QueryResultItem[]>;
   delete(docId: string): Promise<{ docId: string; chunks: number }>;
   stats(): Promise<{ documents: number; chunks: number }>;
@@ -158,43 +173,94 @@ export function createRag(deps: { store: RagStore; embedder: Embedder }): Rag {
     };
   }
 
+  type Shaped = ReturnType<typeof shape>["chunks"];
+  const field = (c: { field: string }, name: string) => (c.field ? `${c.field}.${name}` : name);
+
+  /** Checks the vectors sent, embeds the chunks sent without one (one call for all). */
+  async function embedMissing(chunks: Shaped, signal: AbortSignal | undefined): Promise<void> {
+    for (const c of chunks) if (c.vector.length > 0) checkVector(c.vector, field(c, "vector"));
+    const missing = chunks.filter((c) => c.vector.length === 0);
+    if (missing.length === 0) return;
+    const vectors = await embedder.embed(
+      missing.map((c) => c.content),
+      signal,
+    );
+    missing.forEach((c, i) => {
+      const vector = vectors[i];
+      if (vector === undefined || norm(vector) === 0) {
+        throw invalidArgument("NOT_EMBEDDABLE", "the content has nothing the embedder can embed", {
+          field: field(c, "content"),
+        });
+      }
+      c.vector = vector;
+    });
+  }
+
+  const records = (chunks: Shaped): ChunkRecord[] =>
+    chunks.map((c) => ({ chunkNo: c.chunkNo, content: c.content, embedding: c.vector }));
+
   return {
     async index(input, signal) {
       const { document, chunks, mode } = shape(input);
-      const field = (c: { field: string }, name: string) => (c.field ? `${c.field}.${name}` : name);
-      for (const c of chunks) if (c.vector.length > 0) checkVector(c.vector, field(c, "vector"));
-      const missing = chunks.filter((c) => c.vector.length === 0);
-      if (missing.length > 0) {
-        const vectors = await embedder.embed(
-          missing.map((c) => c.content),
-          signal,
-        );
-        missing.forEach((c, i) => {
-          const vector = vectors[i];
-          if (vector === undefined || norm(vector) === 0) {
-            throw invalidArgument(
-              "NOT_EMBEDDABLE",
-              "the content has nothing the embedder can embed",
-              {
-                field: field(c, "content"),
-              },
-            );
-          }
-          c.vector = vector;
-        });
-      }
-      const records: ChunkRecord[] = chunks.map((c) => ({
-        chunkNo: c.chunkNo,
-        content: c.content,
-        embedding: c.vector,
-      }));
+      await embedMissing(chunks, signal);
       const written = await store.write(
         { ...document, requiredTraits: unique(document.requiredTraits) },
-        records,
+        records(chunks),
         mode,
         { allowAccessChange: input.allowAccessChange === true },
       );
       return { docId: document.id, chunks: written };
+    },
+
+    async indexBatch(input, signal) {
+      const seen = new Set<string>();
+      const shaped = input.documents.map((item, d) => {
+        if (item.document === undefined) {
+          throw invalidArgument("INDEX_SHAPE", "each document of a batch needs its document", {
+            field: `documents[${d}].document`,
+          });
+        }
+        // The gateway applied its policy to the batch's class: a document of another class
+        // would pass under it unchecked.
+        if (item.document.classification !== input.classification) {
+          throw invalidArgument(
+            "BATCH_CLASSIFICATION",
+            `documents[${d}] is classified "${item.document.classification}", the batch "${input.classification}"`,
+            { field: `documents[${d}].document.classification` },
+          );
+        }
+        if (seen.has(item.document.id)) {
+          throw invalidArgument("DUPLICATE_DOCUMENT", "a document appears twice in the batch", {
+            field: `documents[${d}].document.id`,
+          });
+        }
+        seen.add(item.document.id);
+        const { document, chunks } = shape({
+          id: "",
+          title: "",
+          path: "",
+          content: "",
+          requiredTraits: [],
+          classification: "",
+          vector: [],
+          document: item.document,
+          chunks: item.chunks,
+        });
+        for (const c of chunks) c.field = `documents[${d}].${c.field}`;
+        return { document, chunks };
+      });
+      await embedMissing(
+        shaped.flatMap((s) => s.chunks),
+        signal,
+      );
+      const written = await store.writeMany(
+        shaped.map(({ document, chunks }) => ({
+          document: { ...document, requiredTraits: unique(document.requiredTraits) },
+          chunks: records(chunks),
+        })),
+        { allowAccessChange: input.allowAccessChange === true },
+      );
+      return shaped.map(({ document }, d) => ({ docId: document.id, chunks: written[d] ?? 0 }));
     },
 
     async query(input, signal) {

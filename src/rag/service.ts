@@ -1,5 +1,10 @@
 import type { ServiceImpl } from "@connectrpc/connect";
-import { type IndexRequest, RagPluginService } from "../../gen/traitgate/rag/v1/rag_pb.js";
+import {
+  type Chunk,
+  type Document,
+  type IndexRequest,
+  RagPluginService,
+} from "../../gen/traitgate/rag/v1/rag_pb.js";
 import type { IndexInput, Rag } from "./rag.js";
 
 export { RagPluginService };
@@ -13,6 +18,20 @@ export function createRagPluginService(
     async index(req, ctx) {
       const { docId, chunks } = await rag.index(indexInput(req), ctx.signal);
       return { ok: true, docId, chunks };
+    },
+    async indexBatch(req, ctx) {
+      const written = await rag.indexBatch(
+        {
+          classification: req.classification,
+          documents: req.documents.map((d) => ({
+            document: d.document && documentOf(d.document),
+            chunks: d.chunks.map(chunkOf),
+          })),
+          allowAccessChange: req.allowAccessChange,
+        },
+        ctx.signal,
+      );
+      return { documents: written.map(({ docId, chunks }) => ({ ok: true, docId, chunks })) };
     },
     async query(req, ctx) {
       const items = await rag.query(
@@ -48,17 +67,18 @@ function indexInput(req: IndexRequest): IndexInput {
     requiredTraits: req.requiredTraits,
     classification: req.classification,
     vector: req.vector,
-    document:
-      d === undefined
-        ? undefined
-        : {
-            id: d.id,
-            title: d.title,
-            path: d.path,
-            requiredTraits: d.requiredTraits,
-            classification: d.classification,
-          },
-    chunks: req.chunks.map((c) => ({ chunkNo: c.chunkNo, content: c.content, vector: c.vector })),
+    document: d === undefined ? undefined : documentOf(d),
+    chunks: req.chunks.map(chunkOf),
     allowAccessChange: req.allowAccessChange,
   };
 }
+
+const documentOf = (d: Document) => ({
+  id: d.id,
+  title: d.title,
+  path: d.path,
+  requiredTraits: d.requiredTraits,
+  classification: d.classification,
+});
+
+const chunkOf = (c: Chunk) => ({ chunkNo: c.chunkNo, content: c.content, vector: c.vector });

@@ -43,6 +43,15 @@ export interface RagStore {
     mode: "replace" | "upsert",
     options?: { allowAccessChange?: boolean },
   ): Promise<number>;
+  /**
+   * Several documents, each written as `write` with "replace" does, all in one transaction
+   * (bulk ingestion): a refusal or a failure of any leaves none of them written. Returns
+   * the chunks written per document, in order. Document ids must be distinct.
+   */
+  writeMany(
+    documents: readonly { document: DocumentRecord; chunks: readonly ChunkRecord[] }[],
+    options?: { allowAccessChange?: boolean },
+  ): Promise<number[]>;
   /** The chunks removed with the document, or undefined when there was no such document. */
   delete(docId: string): Promise<number | undefined>;
   /**
@@ -272,45 +281,63 @@ export function createRagStore(options: RagStoreOptions): RagStore {
     }
   }
 
-  const writeInTransaction = (
+  /** One document's write inside the caller's transaction (the tenant already set). */
+  async function writeDocument(
+    tx: Executor,
     document: DocumentRecord,
     chunks: readonly ChunkRecord[],
     mode: "replace" | "upsert",
-    options: { allowAccessChange?: boolean } = {},
-  ) =>
+    allowAccessChange: boolean,
+  ): Promise<number> {
+    await claim(tx, document, allowAccessChange);
+    const oid = await typeOid(tx);
+    const numbers = chunks.map((c) => c.chunkNo);
+    // The first batch goes with the document (also when there are no chunks: the document
+    // row is written, and on "replace" its chunks removed); the others after it.
+    for (let start = 0; start === 0 || start < chunks.length; start += insertBatch) {
+      const slice = chunks.slice(start, start + insertBatch);
+      const batch = [
+        tenant,
+        document.id,
+        document.requiredTraits,
+        numbers.slice(start, start + insertBatch),
+        slice.map((c) => c.content),
+        vectorArrayBinary(
+          oid,
+          slice.map((c) => c.embedding),
+        ),
+      ];
+      if (start > 0) {
+        await tx.query(upsertChunks, batch);
+        continue;
+      }
+      await tx.query(mode === "replace" ? replaceDocument : upsertDocument, [
+        ...batch,
+        document.title,
+        document.path,
+        document.classification,
+        numbers,
+      ]);
+    }
+    return chunks.length;
+  }
+
+  const writeInTransaction: RagStore["write"] = (document, chunks, mode, options = {}) =>
     db.transaction(async (tx) => {
       await tx.query(setTenant, [tenant]);
-      await claim(tx, document, options.allowAccessChange === true);
-      const oid = await typeOid(tx);
-      const numbers = chunks.map((c) => c.chunkNo);
-      // The first batch goes with the document (also when there are no chunks: the document
-      // row is written, and on "replace" its chunks removed); the others after it.
-      for (let start = 0; start === 0 || start < chunks.length; start += insertBatch) {
-        const slice = chunks.slice(start, start + insertBatch);
-        const batch = [
-          tenant,
-          document.id,
-          document.requiredTraits,
-          numbers.slice(start, start + insertBatch),
-          slice.map((c) => c.content),
-          vectorArrayBinary(
-            oid,
-            slice.map((c) => c.embedding),
-          ),
-        ];
-        if (start > 0) {
-          await tx.query(upsertChunks, batch);
-          continue;
-        }
-        await tx.query(mode === "replace" ? replaceDocument : upsertDocument, [
-          ...batch,
-          document.title,
-          document.path,
-          document.classification,
-          numbers,
-        ]);
+      return writeDocument(tx, document, chunks, mode, options.allowAccessChange === true);
+    });
+
+  const writeMany: RagStore["writeMany"] = (documents, options = {}) =>
+    db.transaction(async (tx) => {
+      await tx.query(setTenant, [tenant]);
+      const written: number[] = [];
+      for (const { document, chunks } of documents) {
+        written.push(
+          await writeDocument(tx, document, chunks, "replace", options.allowAccessChange === true),
+        );
       }
-      return chunks.length;
+      return written;
     });
 
   const rank = async (tx: Executor, vector: Buffer, topK: number, traits: readonly string[]) =>
@@ -318,6 +345,7 @@ export function createRagStore(options: RagStoreOptions): RagStore {
 
   return {
     write: writeInTransaction,
+    writeMany,
 
     async delete(docId) {
       return db.transaction(async (tx) => {

@@ -52,12 +52,55 @@ export interface BackendStats {
 export interface RagBackend {
   /** Replaces the document's chunks; the number indexed. */
   index(doc: BackendDocument, request: BackendRequest, options?: IndexOptions): Promise<number>;
+  /**
+   * Documents of one data class, each replacing its chunks, in one call and one transaction
+   * where the backend can (nothing written on a refusal); the chunks indexed per document.
+   * Absent: one `index` per document.
+   */
+  indexMany?(
+    docs: readonly BackendDocument[],
+    request: BackendRequest,
+    options?: IndexOptions,
+  ): Promise<number[]>;
   query(
     input: { q: string; topK: number; userTraits: readonly string[] },
     request: BackendRequest,
   ): Promise<BackendHit[]>;
   /** Its document and chunk counts; undefined when it does not report them. */
   stats(request: BackendRequest): Promise<BackendStats | undefined>;
+}
+
+/**
+ * A per-document `indexMany` stopped by a failure after some documents were indexed: which
+ * (`written`, the first ones, in order), so that the core records and audits them.
+ */
+export class PartlyIndexed extends Error {
+  override readonly name = "PartlyIndexed";
+  constructor(
+    readonly written: readonly number[],
+    override readonly cause: unknown,
+  ) {
+    super("a document failed after others were indexed", { cause });
+  }
+}
+
+/** `indexMany` as one `index` per document (PartlyIndexed when one fails after others). */
+export async function indexEachDocument(
+  index: RagBackend["index"],
+  docs: readonly BackendDocument[],
+  request: BackendRequest,
+  options?: IndexOptions,
+): Promise<number[]> {
+  const written: number[] = [];
+  for (const doc of docs) {
+    try {
+      written.push(await index(doc, request, options));
+    } catch (err) {
+      if (written.length === 0) throw err;
+      throw new PartlyIndexed(written, err);
+    }
+  }
+  return written;
 }
 
 /** The built-in store (src/rag) on the core's database. */
@@ -84,6 +127,23 @@ export function builtinBackend(rag: Rag): RagBackend {
       });
       return chunks;
     },
+    async indexMany(docs, _request, options) {
+      const written = await rag.indexBatch({
+        classification: docs[0]?.classification ?? "",
+        documents: docs.map((doc) => ({
+          document: {
+            id: doc.id,
+            title: doc.title,
+            path: doc.path,
+            requiredTraits: [...doc.requiredTraits],
+            classification: doc.classification,
+          },
+          chunks: doc.chunks.map((content, chunkNo) => ({ chunkNo, content, vector: [] })),
+        })),
+        allowAccessChange: options?.allowAccessChange === true,
+      });
+      return written.map((w) => w.chunks);
+    },
     async query(input) {
       return rag.query({ q: input.q, vector: [], topK: input.topK, userTraits: input.userTraits });
     },
@@ -93,6 +153,12 @@ export function builtinBackend(rag: Rag): RagBackend {
 
 /** The core's identity on the operator lane. */
 export const aiCoreCaller: GatewayCaller = { kind: "service", id: "ai-core", name: "ai-core" };
+
+/** The optional operation a RAG plugin indexes several documents with (docs/rag.md). */
+export const ragIndexBatchOperation = "rag_index_batch";
+
+/** The deadline asked for a rag_index_batch call. */
+const batchTimeoutMs = 60_000;
 
 /** The optional operation a RAG plugin reports its counts with (docs/rag.md). */
 export const ragStatsOperation = "rag_stats";
@@ -107,44 +173,82 @@ export function pluginBackend(
   pluginId: string,
   declares: (pluginId: string, operation: string) => Promise<boolean>,
 ): RagBackend {
-  const call = (operation: string, payload: JsonObject, request: BackendRequest) =>
+  const call = (
+    operation: string,
+    payload: JsonObject,
+    request: BackendRequest,
+    timeoutMs?: number,
+  ) =>
     gateway.call({
       caller: aiCoreCaller,
       callerPlugin: aiCoreCaller.name,
       pluginId,
       operation,
       payload,
-      timeoutMs: undefined,
+      timeoutMs,
       ...request,
     });
-  return {
+  /** The plugin's own access check refusing: the core's refusal, not a plugin failure. */
+  const accessRefusal = (docId: string | undefined) => (err: unknown) => {
+    if (
+      err instanceof PluginError &&
+      err.status === 409 &&
+      reasonOf(err.body) === accessChangeReason
+    ) {
+      const id = docId ?? metadataOf(err.body)?.doc_id ?? "";
+      throw accessChangeRefused(id, `document ${id}`, { plugin: pluginId });
+    }
+    throw err;
+  };
+  const documentOf = (doc: BackendDocument) => ({
+    id: doc.id,
+    title: doc.title,
+    path: doc.path,
+    required_traits: [...doc.requiredTraits],
+    classification: doc.classification,
+  });
+  const chunksOf = (doc: BackendDocument) =>
+    doc.chunks.map((content, chunk_no) => ({ chunk_no, content }));
+  const backend: RagBackend & Required<Pick<RagBackend, "indexMany">> = {
+    async indexMany(docs, request, options) {
+      const first = docs[0];
+      if (first === undefined) return [];
+      if (docs.length === 1 || !(await declares(pluginId, ragIndexBatchOperation))) {
+        return indexEachDocument(backend.index, docs, request, options);
+      }
+      const reply = await call(
+        ragIndexBatchOperation,
+        {
+          // The batch's data class, where the gateway's policy reads it (one class a batch).
+          classification: first.classification,
+          documents: docs.map((doc) => ({ document: documentOf(doc), chunks: chunksOf(doc) })),
+          ...(options?.allowAccessChange ? { allow_access_change: true } : {}),
+        },
+        request,
+        // A batch into an indexed table takes a few ms a chunk on an embedded database, and
+        // waits behind the batches of other requests: more than the default deadline (the
+        // gateway caps it at GATEWAY_MAX_TIMEOUT_MS).
+        batchTimeoutMs,
+      ).catch(accessRefusal(undefined));
+      const answered = reply.documents;
+      if (!Array.isArray(answered) || answered.length !== docs.length) {
+        throw badReply("documents must hold one answer per document sent");
+      }
+      return answered.map((a, i) => {
+        const chunks = (a as { chunks?: unknown } | null)?.chunks;
+        return typeof chunks === "number" ? chunks : (docs[i]?.chunks.length ?? 0);
+      });
+    },
     async index(doc, request, options) {
       const reply = await call(
         "rag_index",
         {
-          document: {
-            id: doc.id,
-            title: doc.title,
-            path: doc.path,
-            required_traits: [...doc.requiredTraits],
-            classification: doc.classification,
-          },
-          chunks: doc.chunks.map((content, chunk_no) => ({ chunk_no, content })),
+          document: documentOf(doc),
+          chunks: chunksOf(doc),
           ...(options?.allowAccessChange ? { allow_access_change: true } : {}),
         },
         request,
-      ).catch((err: unknown) => {
-        // The plugin's own check (its store holds the document with other access): the
-        // core's refusal, not a plugin failure.
-        if (
-          err instanceof PluginError &&
-          err.status === 409 &&
-          reasonOf(err.body) === accessChangeReason
-        ) {
-          throw accessChangeRefused(doc.id, `document ${doc.id}`, { plugin: pluginId });
-        }
-        throw err;
-      });
+      ).catch(accessRefusal(doc.id));
       return typeof reply.chunks === "number" ? reply.chunks : doc.chunks.length;
     },
     async query(input, request) {
@@ -162,6 +266,7 @@ export function pluginBackend(
       return { documents: count(reply.documents), chunks: count(reply.chunks) };
     },
   };
+  return backend;
 }
 
 /**
@@ -188,6 +293,21 @@ function reasonOf(body: Record<string, unknown> | undefined): string | undefined
       typeof (d as { reason?: unknown }).reason === "string"
     ) {
       return (d as { reason: string }).reason;
+    }
+  }
+  return undefined;
+}
+
+/** The string metadata of a plugin's error body's first detail that has some. */
+function metadataOf(body: Record<string, unknown> | undefined): Record<string, string> | undefined {
+  const details = body?.details;
+  if (!Array.isArray(details)) return undefined;
+  for (const d of details) {
+    const metadata = (d as { metadata?: unknown } | null)?.metadata;
+    if (metadata !== null && typeof metadata === "object" && !Array.isArray(metadata)) {
+      return Object.fromEntries(
+        Object.entries(metadata).filter((e): e is [string, string] => typeof e[1] === "string"),
+      );
     }
   }
   return undefined;

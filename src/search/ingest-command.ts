@@ -5,7 +5,8 @@ import { parseArgs } from "node:util";
 /**
  * `traitgate ingest <dir>`: sends the .md, .txt and .html files under a folder to a running
  * core (`POST /api/rag/ingest`) in batches, with their required traits and classification,
- * showing progress (files, chunks, chunks/s, ETA) on standard error. Paths are sent relative
+ * showing progress (files, chunks, chunks/s, ETA) on standard error, with up to four requests
+ * in flight (`--concurrency`). Paths are sent relative
  * to the folder under a source prefix (`--source`, default the folder's name), never as this
  * machine's absolute paths: a path is a document's identity, so two folders' notes.md stay two
  * documents. The core skips unchanged files, and refuses to change who may read a document it
@@ -25,6 +26,8 @@ const extensions = /\.(md|markdown|txt|html?)$/i;
 /** Files and bytes per request: well under the core's MAX_BODY_BYTES default of 1 MiB. */
 const batchFiles = 20;
 const batchBytes = 512 * 1024;
+/** Requests in flight (--concurrency): enough to keep the core and the backend both busy. */
+const defaultConcurrency = 4;
 
 /** The .md, .txt and .html files under `root`, in a stable order, skipping dot-files. */
 export async function filesUnder(root: string): Promise<string[]> {
@@ -45,7 +48,7 @@ export async function filesUnder(root: string): Promise<string[]> {
 
 const usage =
   "usage: traitgate ingest <dir> --required-traits T,T|none --classification C [--url URL]\n" +
-  "         [--source NAME] [--allow-access-change]\n" +
+  "         [--source NAME] [--allow-access-change] [--concurrency N]\n" +
   "  paths are sent as NAME/<path in dir> (default NAME: the folder's name; --source '' for none)\n" +
   "  the access token of a user whose roles include capability:ingest comes from TRAITGATE_TOKEN";
 
@@ -58,7 +61,16 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
     io.err.write(`traitgate ingest: ${(err as Error).message}\n${usage}\n`);
     return 2;
   }
-  const { root, requiredTraits, classification, url, token, source, allowAccessChange } = parsed;
+  const {
+    root,
+    requiredTraits,
+    classification,
+    url,
+    token,
+    source,
+    allowAccessChange,
+    concurrency,
+  } = parsed;
   if (!(await stat(root).catch(() => undefined))?.isDirectory()) {
     io.err.write(`traitgate ingest: ${root} is not a folder\n`);
     return 2;
@@ -82,10 +94,12 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
       `  skipped ${skipped}  ETA ${final ? "0" : eta.toFixed(0)} s`;
     io.err.write(io.err.isTTY ? `\r${line}${final ? "\n" : ""}` : `${line}\n`);
   };
-  let batch: { path: string; content: string }[] = [];
-  let bytes = 0;
-  const flush = async (): Promise<boolean> => {
-    if (batch.length === 0) return true;
+  // Batches go out with up to `concurrency` requests in flight: the core and the backend then
+  // work at the same time (one request at a time leaves each idle while the other works).
+  // After a failure no new batch is sent; those already in flight finish.
+  const inFlight = new Set<Promise<void>>();
+  let failed = false;
+  const send = async (batch: { path: string; content: string }[]): Promise<boolean> => {
     const res = await doFetch(`${url}/api/rag/ingest`, {
       method: "POST",
       headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
@@ -126,22 +140,37 @@ export async function runIngestCommand(args: string[], io: IngestCommandIo): Pro
       if (d.skipped) skipped++;
       else chunks += d.chunks;
     }
-    batch = [];
-    bytes = 0;
     progress();
     return true;
   };
+  const flush = async (batch: { path: string; content: string }[]) => {
+    if (batch.length === 0 || failed) return;
+    while (inFlight.size >= concurrency) await Promise.race(inFlight);
+    if (failed) return;
+    const request: Promise<void> = send(batch).then((ok) => {
+      if (!ok) failed = true;
+      inFlight.delete(request);
+    });
+    inFlight.add(request);
+  };
+  let batch: { path: string; content: string }[] = [];
+  let bytes = 0;
   for (const file of files) {
+    if (failed) break;
     const content = await readFile(file, "utf8");
     const inFolder = relative(root, file).split(sep).join("/");
     const path = source === "" ? inFolder : `${source}/${inFolder}`;
     if (batch.length >= batchFiles || (bytes + content.length > batchBytes && batch.length > 0)) {
-      if (!(await flush())) return 1;
+      await flush(batch);
+      batch = [];
+      bytes = 0;
     }
     batch.push({ path, content });
     bytes += content.length;
   }
-  if (!(await flush())) return 1;
+  await flush(batch);
+  await Promise.all(inFlight);
+  if (failed) return 1;
   progress(true);
   io.out.write(
     `${JSON.stringify({ files: files.length, indexed: done - skipped, skipped, chunks })}\n`,
@@ -159,6 +188,7 @@ function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
       url: { type: "string" },
       source: { type: "string" },
       "allow-access-change": { type: "boolean", default: false },
+      concurrency: { type: "string" },
     },
     strict: true,
   });
@@ -190,7 +220,12 @@ function parseIngestArgs(args: string[], env: NodeJS.ProcessEnv) {
           .split(",")
           .map((t) => t.trim())
           .filter((t) => t !== "");
+  const concurrency = Number(values.concurrency ?? defaultConcurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1 || concurrency > 16) {
+    throw new Error("--concurrency must be a whole number from 1 to 16");
+  }
   return {
+    concurrency,
     root,
     requiredTraits,
     classification: values.classification,

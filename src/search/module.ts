@@ -15,6 +15,7 @@ import {
   type BackendRequest,
   type BackendStats,
   builtinBackend,
+  indexEachDocument,
   pluginBackend,
   type RagBackend,
 } from "./backend.js";
@@ -51,7 +52,7 @@ const unusable = (why: string, cause: unknown): RagBackend => {
   const fail = async (): Promise<never> => {
     throw unavailable("RAG_BACKEND_UNAVAILABLE", why, { cause });
   };
-  return { index: fail, query: fail, stats: fail };
+  return { index: fail, indexMany: fail, query: fail, stats: fail };
 };
 
 /** How each method of SearchService is protected (also read by the OpenAPI generator). */
@@ -98,6 +99,11 @@ export function createSearchModule(deps: SearchModuleDeps): {
   const lazyBuiltin: RagBackend = {
     index: async (doc, request, options) =>
       (await builtinBackendOnce()).index(doc, request, options),
+    indexMany: async (docs, request, options) => {
+      const backend = await builtinBackendOnce();
+      if (backend.indexMany) return backend.indexMany(docs, request, options);
+      return indexEachDocument(backend.index, docs, request, options);
+    },
     query: async (input, request) => (await builtinBackendOnce()).query(input, request),
     stats: async (request) => (await builtinBackendOnce()).stats(request),
   };

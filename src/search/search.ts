@@ -3,7 +3,7 @@ import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
-import type { BackendHit, RagBackend } from "./backend.js";
+import { type BackendHit, indexEachDocument, PartlyIndexed, type RagBackend } from "./backend.js";
 import { type ChunkingOptions, chunkText, defaultChunking, textOf } from "./chunking.js";
 import {
   accessChanges,
@@ -141,6 +141,44 @@ function checkPath(path: string, index: number): string {
     });
   }
   return path;
+}
+
+/**
+ * Documents, chunks and chunk characters per backend call: a plugin's body limit is 16 MiB,
+ * and a call must end within its deadline.
+ */
+const batchLimits = { documents: 100, chunks: 500, chars: 4 * 1024 * 1024 };
+
+/** Positions cut into runs within the limits (a document larger than them goes alone). */
+function slices(
+  positions: readonly number[],
+  prepared: readonly { chunks: readonly string[] }[],
+  limits: typeof batchLimits,
+): number[][] {
+  const out: number[][] = [];
+  let current: number[] = [];
+  let chars = 0;
+  let chunks = 0;
+  for (const i of positions) {
+    const docChunks = prepared[i]?.chunks ?? [];
+    const size = docChunks.reduce((n, c) => n + c.length, 0);
+    if (
+      current.length > 0 &&
+      (current.length >= limits.documents ||
+        chunks + docChunks.length > limits.chunks ||
+        chars + size > limits.chars)
+    ) {
+      out.push(current);
+      current = [];
+      chars = 0;
+      chunks = 0;
+    }
+    current.push(i);
+    chars += size;
+    chunks += docChunks.length;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
 }
 
 const docIdOf = (path: string) =>
@@ -308,49 +346,90 @@ export function createSearch(deps: SearchDeps): Search {
         throw refusal(changes);
       }
       const changeOf = new Map(changes.map((c) => [c.docId, c]));
-      const results: IngestedDocument[] = [];
+      const results: (IngestedDocument | undefined)[] = prepared.map(() => undefined);
+      // Unchanged documents are skipped; the others go to the backend in batches of one
+      // data class (where the gateway's policy reads it), each batch one call and, in the
+      // backend, one transaction.
+      const batches = new Map<string, number[]>();
+      prepared.forEach((p, i) => {
+        const previous = records.get(p.docId);
+        // Records from before the core kept traits and classification (classification "")
+        // are indexed again, so that search can check results against them.
+        if (previous?.contentHash === p.hash && previous.classification !== "") {
+          results[i] = { path: p.doc.path, docId: p.docId, chunks: previous.chunks, skipped: true };
+          return;
+        }
+        const batch = batches.get(p.doc.classification) ?? [];
+        batch.push(i);
+        batches.set(p.doc.classification, batch);
+      });
       let failure: unknown;
+      let failedIndex = 0;
       try {
-        for (const p of prepared) {
-          const previous = records.get(p.docId);
-          // Records from before the core kept traits and classification (classification "")
-          // are indexed again, so that search can check results against them.
-          if (previous?.contentHash === p.hash && previous.classification !== "") {
-            results.push({
-              path: p.doc.path,
-              docId: p.docId,
-              chunks: previous.chunks,
-              skipped: true,
+        for (const positions of batches.values()) {
+          for (let slice of slices(positions, prepared, batchLimits)) {
+            failedIndex = slice[0] ?? 0;
+            const docs = slice.map((i) => {
+              const p = prepared[i] as (typeof prepared)[number];
+              return {
+                id: p.docId,
+                title: p.title,
+                path: p.doc.path,
+                requiredTraits: p.requiredTraits,
+                classification: p.doc.classification,
+                chunks: p.chunks,
+              };
             });
-            continue;
+            const request = { requestId, origin: caller.origin };
+            let written: readonly number[];
+            let partial: PartlyIndexed | undefined;
+            try {
+              written = backend.indexMany
+                ? await backend.indexMany(docs, request, { allowAccessChange })
+                : await indexEachDocument(backend.index, docs, request, { allowAccessChange });
+            } catch (err) {
+              // One call per document, and one failed after others were indexed: those are
+              // recorded and audited, then the request fails.
+              if (!(err instanceof PartlyIndexed)) throw err;
+              partial = err;
+              written = err.written;
+              slice = slice.slice(0, written.length);
+            }
+            await ingested.recordMany(
+              key,
+              slice.map((i, j) => {
+                const p = prepared[i] as (typeof prepared)[number];
+                return {
+                  docId: p.docId,
+                  path: p.doc.path,
+                  contentHash: p.hash,
+                  chunks: written[j] ?? 0,
+                  requiredTraits: p.requiredTraits,
+                  classification: p.doc.classification,
+                };
+              }),
+            );
+            for (const [j, i] of slice.entries()) {
+              const p = prepared[i] as (typeof prepared)[number];
+              results[i] = {
+                path: p.doc.path,
+                docId: p.docId,
+                chunks: written[j] ?? 0,
+                skipped: false,
+              };
+              const change = changeOf.get(p.docId);
+              if (change) await audit.write(changeEvent(caller, key, change, requestId));
+            }
+            if (partial) {
+              failedIndex = positions[positions.indexOf(failedIndex) + written.length] ?? 0;
+              throw partial.cause;
+            }
           }
-          const indexed = await backend.index(
-            {
-              id: p.docId,
-              title: p.title,
-              path: p.doc.path,
-              requiredTraits: p.requiredTraits,
-              classification: p.doc.classification,
-              chunks: p.chunks,
-            },
-            { requestId, origin: caller.origin },
-            { allowAccessChange },
-          );
-          await ingested.record(key, {
-            docId: p.docId,
-            path: p.doc.path,
-            contentHash: p.hash,
-            chunks: indexed,
-            requiredTraits: p.requiredTraits,
-            classification: p.doc.classification,
-          });
-          results.push({ path: p.doc.path, docId: p.docId, chunks: indexed, skipped: false });
-          const change = changeOf.get(p.docId);
-          if (change) await audit.write(changeEvent(caller, key, change, requestId));
         }
       } catch (err) {
         failure = err;
       }
+      const answered = results.filter((r): r is IngestedDocument => r !== undefined);
       // What was indexed is audited even when a later document failed (and so not answered).
       await audit.write({
         actorType: caller.kind,
@@ -361,21 +440,22 @@ export function createSearch(deps: SearchDeps): Search {
         outcome: failure === undefined ? "success" : "failure",
         requestId,
         details: {
-          documents: results.length,
-          indexed: results.filter((r) => !r.skipped).length,
-          chunks: results.reduce((n, r) => n + (r.skipped ? 0 : r.chunks), 0),
+          documents: answered.length,
+          indexed: answered.filter((r) => !r.skipped).length,
+          chunks: answered.reduce((n, r) => n + (r.skipped ? 0 : r.chunks), 0),
           ...(allowAccessChange ? { allow_access_change: true } : {}),
           ...(failure === undefined
             ? {}
             : {
-                // Its position, not its path: paths may name people.
-                failed_index: results.length,
+                // Its position (the first of the batch that failed), not its path: paths
+                // may name people.
+                failed_index: failedIndex,
                 reason: failure instanceof DomainError ? failure.reason : "INTERNAL",
               }),
         },
       });
       if (failure !== undefined) throw failure;
-      return results;
+      return answered;
     },
   };
 }

@@ -181,6 +181,65 @@ describe("RAG plugin over REST", () => {
     expect(reasonOf(res.body)?.metadata?.field).toBe(field);
   });
 
+  it("indexes a batch of documents in one call, all or nothing, of the batch's one data class", async () => {
+    const docOf = (id: string, classification = "internal", traits = ["role:staff"]) => ({
+      document: { id, title: id, path: `${id}.md`, required_traits: traits, classification },
+      chunks: [
+        { chunk_no: 0, content: `${id} rota for the night shift` },
+        { chunk_no: 1, content: `${id} handover notes` },
+      ],
+    });
+    const ok = await post("/rag/index-batch", {
+      classification: "internal",
+      documents: [docOf("rota-a"), docOf("rota-b")],
+    });
+    expect(ok).toEqual({
+      status: 200,
+      body: {
+        documents: [
+          { ok: true, doc_id: "rota-a", chunks: 2 },
+          { ok: true, doc_id: "rota-b", chunks: 2 },
+        ],
+      },
+    });
+    const found = await post("/rag/query", { q: "night shift rota", user_traits: ["role:staff"] });
+    const rotas = (items: unknown) =>
+      (items as { doc_id: string }[]).map((i) => i.doc_id).filter((id) => id.startsWith("rota"));
+    expect(rotas(found.body.items).sort()).toEqual(["rota-a", "rota-a", "rota-b", "rota-b"]);
+    // A document of another class than the batch's (what the gateway's policy saw): refused.
+    const mixed = await post("/rag/index-batch", {
+      classification: "internal",
+      documents: [docOf("rota-c"), docOf("rota-d", "phi")],
+    });
+    expect(mixed.status).toBe(400);
+    expect(reasonOf(mixed.body)).toMatchObject({
+      reason: "BATCH_CLASSIFICATION",
+      metadata: { field: "documents[1].document.classification" },
+    });
+    // An access change in the batch: refused, and nothing of the batch written.
+    const change = await post("/rag/index-batch", {
+      classification: "internal",
+      documents: [docOf("rota-e"), docOf("rota-b", "internal", ["role:hr"])],
+    });
+    expect(change.status).toBe(409);
+    expect(reasonOf(change.body)).toMatchObject({
+      reason: "DOCUMENT_ACCESS_CHANGE",
+      metadata: { doc_id: "rota-b" },
+    });
+    const none = await post("/rag/query", { q: "rota", user_traits: ["role:staff", "role:hr"] });
+    expect(rotas(none.body.items)).not.toContain("rota-e");
+    for (const id of ["rota-a", "rota-b"]) {
+      expect(
+        (
+          await fetch(`${url}/rag/documents/${id}`, {
+            method: "DELETE",
+            headers: { authorization: `Bearer ${secret}` },
+          })
+        ).status,
+      ).toBe(200);
+    }
+  });
+
   it("refuses calls without the core's secret", async () => {
     for (const authorization of ["", "Bearer tgc_wrong", `Bearer ${secret}x`, secret]) {
       const res = await post("/rag/query", { q: "leave" }, authorization);

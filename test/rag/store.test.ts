@@ -214,6 +214,68 @@ describe.each(ragTargets)("RAG store on $name", (target) => {
     await store.delete("notes");
   });
 
+  it("writes several documents in one transaction; a refusal of one leaves none written", async () => {
+    const store = createRagStore({ db, tenant: "t-many", hnsw: testHnsw });
+    const [a, b, c] = clusteredVectors(random(9), 3, dim);
+    if (!a || !b || !c) throw new Error("vectors");
+    const doc = (id: string, requiredTraits: string[]) => ({
+      id,
+      title: id,
+      path: `${id}.md`,
+      requiredTraits,
+      classification: "internal",
+    });
+    expect(
+      await store.writeMany([
+        {
+          document: doc("one", ["role:staff"]),
+          chunks: [{ chunkNo: 0, content: "one", embedding: a }],
+        },
+        {
+          document: doc("two", ["role:staff"]),
+          chunks: [
+            { chunkNo: 0, content: "two zero", embedding: b },
+            { chunkNo: 1, content: "two one", embedding: c },
+          ],
+        },
+      ]),
+    ).toEqual([1, 2]);
+    expect(await store.stats()).toEqual({ documents: 2, chunks: 3 });
+    // "three" is new, "two" would change access: refused, and "three" is not written either.
+    const refused = store.writeMany([
+      {
+        document: doc("three", ["role:staff"]),
+        chunks: [{ chunkNo: 0, content: "three", embedding: a }],
+      },
+      { document: doc("two", ["role:hr"]), chunks: [{ chunkNo: 0, content: "hr", embedding: b }] },
+    ]);
+    await expect(refused).rejects.toMatchObject({
+      reason: "DOCUMENT_ACCESS_CHANGE",
+      metadata: { doc_id: "two" },
+    });
+    expect(await store.stats()).toEqual({ documents: 2, chunks: 3 });
+    expect((await store.search(b, 5, ["role:staff"])).map((h) => h.content).sort()).toEqual([
+      "one",
+      "two one",
+      "two zero",
+    ]);
+    // Allowed, every document is replaced whole.
+    expect(
+      await store.writeMany(
+        [
+          {
+            document: doc("two", ["role:hr"]),
+            chunks: [{ chunkNo: 0, content: "hr", embedding: b }],
+          },
+        ],
+        { allowAccessChange: true },
+      ),
+    ).toEqual([1]);
+    expect((await store.search(b, 5, ["role:hr"])).map((h) => h.content)).toEqual(["hr"]);
+    await store.delete("one");
+    await store.delete("two");
+  });
+
   describe("batched writes (binary vectors, one statement per batch)", () => {
     const doc = {
       id: "batched",

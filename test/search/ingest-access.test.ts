@@ -25,11 +25,12 @@ interface AuditEvent {
   details?: Record<string, unknown>;
 }
 
-function setup(db: Database) {
+function setup(db: Database, failOn?: string) {
   const indexed: { doc: BackendDocument; allowAccessChange: boolean }[] = [];
   const events: AuditEvent[] = [];
   const backend: RagBackend = {
     async index(doc, _requestId, options) {
+      if (doc.path === failOn) throw new DomainError("unavailable", "PLUGIN_DOWN", "down");
       indexed.push({ doc, allowAccessChange: options?.allowAccessChange === true });
       return doc.chunks.length;
     },
@@ -68,6 +69,22 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
   });
   afterAll(async () => {
     await db?.close();
+  });
+
+  it("records and audits the documents indexed before one failed (a call per document)", async () => {
+    const { search, events } = setup(db, "b/two.md");
+    const docs = ["b/one.md", "b/two.md", "b/three.md"].map((path) => notes({ path }));
+    await expect(search.ingest(operator, docs, "r-partial")).rejects.toMatchObject({
+      reason: "PLUGIN_DOWN",
+    });
+    const ingestEvent = events.find((e) => e.action === "rag_ingest");
+    expect(ingestEvent).toMatchObject({
+      outcome: "failure",
+      details: { documents: 1, indexed: 1, failed_index: 1, reason: "PLUGIN_DOWN" },
+    });
+    const again = await search.ingest(operator, [notes({ path: "b/one.md" })], "r-again");
+    // b/one.md was recorded: unchanged, it is skipped the second time.
+    expect(again[0]?.skipped).toBe(true);
   });
 
   it("refuses a re-ingest that would change the required traits or the classification, indexing nothing, and audits it", async () => {

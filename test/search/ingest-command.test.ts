@@ -97,4 +97,57 @@ describe("traitgate ingest", () => {
     expect(refused.err).toContain("409 DOCUMENT_ACCESS_CHANGE");
     expect(refused.err).toContain("--allow-access-change");
   });
+
+  it("keeps up to --concurrency requests in flight, and sends no new batch after a failure", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 200; i++) files[`f${String(i).padStart(3, "0")}.md`] = `file ${i}`;
+    const dir = folder("many", files);
+    // Answers are held until `hold` requests wait (or the last one came): no timing involved.
+    const ingestWith = async (flags: string[], hold: number, failOn?: number) => {
+      let inFlight = 0;
+      let most = 0;
+      let requests = 0;
+      let waiting: (() => void)[] = [];
+      let err = "";
+      let out = "";
+      const code = await runIngestCommand([dir, ...access, ...flags], {
+        env: { TRAITGATE_TOKEN: "token", TRAITGATE_URL: "http://core.test" },
+        err: { write: (t: string) => (err += t) },
+        out: { write: (t: string) => (out += t) },
+        fetch: (async (_url: string, init: RequestInit) => {
+          const n = requests++;
+          inFlight++;
+          most = Math.max(most, inFlight);
+          await new Promise<void>((r) => {
+            waiting.push(r);
+            if (waiting.length >= hold || requests === 10) {
+              for (const release of waiting) release();
+              waiting = [];
+            }
+          });
+          inFlight--;
+          const body = JSON.parse(String(init.body)) as Sent;
+          if (n === failOn) return new Response(JSON.stringify({ message: "no" }), { status: 500 });
+          return new Response(
+            JSON.stringify({
+              documents: body.documents.map((d) => ({ path: d.path, chunks: 1, skipped: false })),
+            }),
+          );
+        }) as typeof fetch,
+      });
+      return { code, most, requests, err, out };
+    };
+    // 200 files, 20 a batch: 10 requests.
+    const parallel = await ingestWith(["--concurrency", "3"], 3);
+    expect([parallel.code, parallel.requests, parallel.most]).toEqual([0, 10, 3]);
+    expect(JSON.parse(parallel.out)).toMatchObject({ files: 200, indexed: 200, chunks: 200 });
+    const serial = await ingestWith(["--concurrency", "1"], 1);
+    expect([serial.code, serial.most]).toEqual([0, 1]);
+    // The second request fails: the one in flight beside it finishes, no other is sent.
+    const failed = await ingestWith(["--concurrency", "2"], 2, 1);
+    expect(failed.code).toBe(1);
+    expect(failed.requests).toBe(2);
+    expect(failed.err).toContain("500");
+    expect((await ingestWith(["--concurrency", "0"], 1)).code).toBe(2);
+  });
 });

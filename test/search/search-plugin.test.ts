@@ -53,7 +53,12 @@ beforeAll(async () => {
     });
   // The core calls plugins as ai-core: a service account of that name makes it an allowlist caller.
   await admin("/api/admin/service-accounts", { name: "ai-core" });
-  const endpoints = { rag_index: "/rag/index", rag_query: "/rag/query" };
+  // rag_index_batch: the core sends each request's documents of one class in one call.
+  const endpoints = {
+    rag_index: "/rag/index",
+    rag_index_batch: "/rag/index-batch",
+    rag_query: "/rag/query",
+  };
   const registered = await admin("/admin/plugins", {
     id: "rag",
     plugin_type: "retrieval",
@@ -90,7 +95,7 @@ beforeAll(async () => {
     (
       await admin(
         "/admin/operator/allowlist",
-        { caller: "ai-core", target: "rag", operations: ["rag_index", "rag_query"] },
+        { caller: "ai-core", target: "rag", operations: Object.keys(endpoints) },
         "PUT",
       )
     ).status,
@@ -141,6 +146,17 @@ describe("retrieval through the operator lane", () => {
     // The plugin holds relative paths only, never this machine's folders.
     const stats = await plugin.rag.stats();
     expect(stats.documents).toBe(4);
+    // Through the gateway, a call per batch of one class, not per document: public's two
+    // files in one call, then clinical's and records' one each.
+    const calls = await server.core.db.query<{ operation: string }>(
+      `SELECT details->>'operation' AS operation FROM audit_events
+        WHERE action = 'operator_call' AND details->>'operation' LIKE 'rag_index%' ORDER BY seq`,
+    );
+    expect(calls.rows.map((r) => r.operation)).toEqual([
+      "rag_index_batch",
+      "rag_index",
+      "rag_index",
+    ]);
     const noToken = await runCli(["ingest", join(dir, "corpus/public"), ...publicFlags], {
       ...base,
       TRAITGATE_URL: server.url,

@@ -49,6 +49,7 @@ function setup(hits: BackendHit[], records: Record<string, Partial<IngestRecord>
           ]),
       ),
     record: async () => undefined,
+    recordMany: async () => undefined,
   };
   return createSearch({
     backend: () => ({ key: "plugin:rag", backend }),

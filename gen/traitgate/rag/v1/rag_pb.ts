@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file traitgate/rag/v1/rag.proto.
  */
 export const file_traitgate_rag_v1_rag: GenFile = /*@__PURE__*/
-  fileDesc("Chp0cmFpdGdhdGUvcmFnL3YxL3JhZy5wcm90bxIQdHJhaXRnYXRlLnJhZy52MSKgAQoIRG9jdW1lbnQSFgoCaWQYASABKAlCCrpIB3IFEAEYgAISFwoFdGl0bGUYAiABKAlCCLpIBXIDGOgHEhYKBHBhdGgYAyABKAlCCLpIBXIDGNAPEioKD3JlcXVpcmVkX3RyYWl0cxgEIAMoCUIRukgOkgELEEAiB3IFEAEYyAESHwoOY2xhc3NpZmljYXRpb24YBSABKAlCB7pIBHICGGQiVAoFQ2h1bmsSHQoIY2h1bmtfbm8YASABKAVCC7pICBoGGMCEPSgAEhwKB2NvbnRlbnQYAiABKAlCC7pICHIGEAEYoI0GEg4KBnZlY3RvchgDIAMoAiLNAgoMSW5kZXhSZXF1ZXN0EhQKAmlkGAEgASgJQgi6SAVyAxiOAhIXCgV0aXRsZRgCIAEoCUIIukgFcgMY6AcSFgoEcGF0aBgDIAEoCUIIukgFcgMY0A8SGgoHY29udGVudBgEIAEoCUIJukgGcgQYoI0GEioKD3JlcXVpcmVkX3RyYWl0cxgFIAMoCUIRukgOkgELEEAiB3IFEAEYyAESHwoOY2xhc3NpZmljYXRpb24YBiABKAlCB7pIBHICGGQSDgoGdmVjdG9yGAcgAygCEiwKCGRvY3VtZW50GAggASgLMhoudHJhaXRnYXRlLnJhZy52MS5Eb2N1bWVudBIyCgZjaHVua3MYCSADKAsyFy50cmFpdGdhdGUucmFnLnYxLkNodW5rQgm6SAaSAQMQkE4SGwoTYWxsb3dfYWNjZXNzX2NoYW5nZRgKIAEoCCI7Cg1JbmRleFJlc3BvbnNlEgoKAm9rGAEgASgIEg4KBmRvY19pZBgCIAEoCRIOCgZjaHVua3MYAyABKAUidgoMUXVlcnlSZXF1ZXN0EhMKAXEYASABKAlCCLpIBXIDGJBOEg4KBnZlY3RvchgCIAMoAhIYCgV0b3BfaxgDIAEoBUIJukgGGgQYZCgAEicKC3VzZXJfdHJhaXRzGAQgAygJQhK6SA+SAQwQ6AciB3IFEAEYyAEipwEKCVF1ZXJ5SXRlbRIKCgJpZBgBIAEoCRIOCgZkb2NfaWQYAiABKAkSEAoIY2h1bmtfbm8YAyABKAUSDQoFdGl0bGUYBCABKAkSDAoEcGF0aBgFIAEoCRIPCgdjb250ZW50GAYgASgJEg0KBXNjb3JlGAcgASgBEhcKD3JlcXVpcmVkX3RyYWl0cxgIIAMoCRIWCg5jbGFzc2lmaWNhdGlvbhgJIAEoCSI7Cg1RdWVyeVJlc3BvbnNlEioKBWl0ZW1zGAEgAygLMhsudHJhaXRnYXRlLnJhZy52MS5RdWVyeUl0ZW0iKwoNRGVsZXRlUmVxdWVzdBIaCgZkb2NfaWQYASABKAlCCrpIB3IFEAEYgAIiPAoORGVsZXRlUmVzcG9uc2USCgoCb2sYASABKAgSDgoGZG9jX2lkGAIgASgJEg4KBmNodW5rcxgDIAEoBSIOCgxTdGF0c1JlcXVlc3QiZwoNU3RhdHNSZXNwb25zZRIRCglkb2N1bWVudHMYASABKAMSDgoGY2h1bmtzGAIgASgDEhEKCWRpbWVuc2lvbhgDIAEoBRIQCghlbWJlZGRlchgEIAEoCRIOCgZ0ZW5hbnQYBSABKAkyoAMKEFJhZ1BsdWdpblNlcnZpY2USXwoFSW5kZXgSHi50cmFpdGdhdGUucmFnLnYxLkluZGV4UmVxdWVzdBofLnRyYWl0Z2F0ZS5yYWcudjEuSW5kZXhSZXNwb25zZSIVgtPkkwIPOgEqIgovcmFnL2luZGV4El8KBVF1ZXJ5Eh4udHJhaXRnYXRlLnJhZy52MS5RdWVyeVJlcXVlc3QaHy50cmFpdGdhdGUucmFnLnYxLlF1ZXJ5UmVzcG9uc2UiFYLT5JMCDzoBKiIKL3JhZy9xdWVyeRJsCgZEZWxldGUSHy50cmFpdGdhdGUucmFnLnYxLkRlbGV0ZVJlcXVlc3QaIC50cmFpdGdhdGUucmFnLnYxLkRlbGV0ZVJlc3BvbnNlIh+C0+STAhkqFy9yYWcvZG9jdW1lbnRzL3tkb2NfaWR9ElwKBVN0YXRzEh4udHJhaXRnYXRlLnJhZy52MS5TdGF0c1JlcXVlc3QaHy50cmFpdGdhdGUucmFnLnYxLlN0YXRzUmVzcG9uc2UiEoLT5JMCDBIKL3JhZy9zdGF0c0KhAQoUY29tLnRyYWl0Z2F0ZS5yYWcudjFCCFJhZ1Byb3RvUAFaPGdpdGh1Yi5jb20vdHJhaXRnYXRlL3RyYWl0Z2F0ZS9nZW4vZ28vdHJhaXRnYXRlL3JhZy92MTtyYWd2MaICA1RSWKoCEFRyYWl0Z2F0ZS5SYWcuVjHKAhBUcmFpdGdhdGVcUmFnXFYx6gISVHJhaXRnYXRlOjpSYWc6OlYxYgZwcm90bzM", [file_buf_validate_validate, file_google_api_annotations]);
+  fileDesc("Chp0cmFpdGdhdGUvcmFnL3YxL3JhZy5wcm90bxIQdHJhaXRnYXRlLnJhZy52MSKgAQoIRG9jdW1lbnQSFgoCaWQYASABKAlCCrpIB3IFEAEYgAISFwoFdGl0bGUYAiABKAlCCLpIBXIDGOgHEhYKBHBhdGgYAyABKAlCCLpIBXIDGNAPEioKD3JlcXVpcmVkX3RyYWl0cxgEIAMoCUIRukgOkgELEEAiB3IFEAEYyAESHwoOY2xhc3NpZmljYXRpb24YBSABKAlCB7pIBHICGGQiVAoFQ2h1bmsSHQoIY2h1bmtfbm8YASABKAVCC7pICBoGGMCEPSgAEhwKB2NvbnRlbnQYAiABKAlCC7pICHIGEAEYoI0GEg4KBnZlY3RvchgDIAMoAiLNAgoMSW5kZXhSZXF1ZXN0EhQKAmlkGAEgASgJQgi6SAVyAxiOAhIXCgV0aXRsZRgCIAEoCUIIukgFcgMY6AcSFgoEcGF0aBgDIAEoCUIIukgFcgMY0A8SGgoHY29udGVudBgEIAEoCUIJukgGcgQYoI0GEioKD3JlcXVpcmVkX3RyYWl0cxgFIAMoCUIRukgOkgELEEAiB3IFEAEYyAESHwoOY2xhc3NpZmljYXRpb24YBiABKAlCB7pIBHICGGQSDgoGdmVjdG9yGAcgAygCEiwKCGRvY3VtZW50GAggASgLMhoudHJhaXRnYXRlLnJhZy52MS5Eb2N1bWVudBIyCgZjaHVua3MYCSADKAsyFy50cmFpdGdhdGUucmFnLnYxLkNodW5rQgm6SAaSAQMQkE4SGwoTYWxsb3dfYWNjZXNzX2NoYW5nZRgKIAEoCCI7Cg1JbmRleFJlc3BvbnNlEgoKAm9rGAEgASgIEg4KBmRvY19pZBgCIAEoCRIOCgZjaHVua3MYAyABKAUiewoNQmF0Y2hEb2N1bWVudBI0Cghkb2N1bWVudBgBIAEoCzIaLnRyYWl0Z2F0ZS5yYWcudjEuRG9jdW1lbnRCBrpIA8gBARI0CgZjaHVua3MYAiADKAsyFy50cmFpdGdhdGUucmFnLnYxLkNodW5rQgu6SAiSAQUIARCQTiKSAQoRSW5kZXhCYXRjaFJlcXVlc3QSHwoOY2xhc3NpZmljYXRpb24YASABKAlCB7pIBHICGGQSPwoJZG9jdW1lbnRzGAIgAygLMh8udHJhaXRnYXRlLnJhZy52MS5CYXRjaERvY3VtZW50Qgu6SAiSAQUIARD0AxIbChNhbGxvd19hY2Nlc3NfY2hhbmdlGAMgASgIIkgKEkluZGV4QmF0Y2hSZXNwb25zZRIyCglkb2N1bWVudHMYASADKAsyHy50cmFpdGdhdGUucmFnLnYxLkluZGV4UmVzcG9uc2UidgoMUXVlcnlSZXF1ZXN0EhMKAXEYASABKAlCCLpIBXIDGJBOEg4KBnZlY3RvchgCIAMoAhIYCgV0b3BfaxgDIAEoBUIJukgGGgQYZCgAEicKC3VzZXJfdHJhaXRzGAQgAygJQhK6SA+SAQwQ6AciB3IFEAEYyAEipwEKCVF1ZXJ5SXRlbRIKCgJpZBgBIAEoCRIOCgZkb2NfaWQYAiABKAkSEAoIY2h1bmtfbm8YAyABKAUSDQoFdGl0bGUYBCABKAkSDAoEcGF0aBgFIAEoCRIPCgdjb250ZW50GAYgASgJEg0KBXNjb3JlGAcgASgBEhcKD3JlcXVpcmVkX3RyYWl0cxgIIAMoCRIWCg5jbGFzc2lmaWNhdGlvbhgJIAEoCSI7Cg1RdWVyeVJlc3BvbnNlEioKBWl0ZW1zGAEgAygLMhsudHJhaXRnYXRlLnJhZy52MS5RdWVyeUl0ZW0iKwoNRGVsZXRlUmVxdWVzdBIaCgZkb2NfaWQYASABKAlCCrpIB3IFEAEYgAIiPAoORGVsZXRlUmVzcG9uc2USCgoCb2sYASABKAgSDgoGZG9jX2lkGAIgASgJEg4KBmNodW5rcxgDIAEoBSIOCgxTdGF0c1JlcXVlc3QiZwoNU3RhdHNSZXNwb25zZRIRCglkb2N1bWVudHMYASABKAMSDgoGY2h1bmtzGAIgASgDEhEKCWRpbWVuc2lvbhgDIAEoBRIQCghlbWJlZGRlchgEIAEoCRIOCgZ0ZW5hbnQYBSABKAkylgQKEFJhZ1BsdWdpblNlcnZpY2USXwoFSW5kZXgSHi50cmFpdGdhdGUucmFnLnYxLkluZGV4UmVxdWVzdBofLnRyYWl0Z2F0ZS5yYWcudjEuSW5kZXhSZXNwb25zZSIVgtPkkwIPOgEqIgovcmFnL2luZGV4EnQKCkluZGV4QmF0Y2gSIy50cmFpdGdhdGUucmFnLnYxLkluZGV4QmF0Y2hSZXF1ZXN0GiQudHJhaXRnYXRlLnJhZy52MS5JbmRleEJhdGNoUmVzcG9uc2UiG4LT5JMCFToBKiIQL3JhZy9pbmRleC1iYXRjaBJfCgVRdWVyeRIeLnRyYWl0Z2F0ZS5yYWcudjEuUXVlcnlSZXF1ZXN0Gh8udHJhaXRnYXRlLnJhZy52MS5RdWVyeVJlc3BvbnNlIhWC0+STAg86ASoiCi9yYWcvcXVlcnkSbAoGRGVsZXRlEh8udHJhaXRnYXRlLnJhZy52MS5EZWxldGVSZXF1ZXN0GiAudHJhaXRnYXRlLnJhZy52MS5EZWxldGVSZXNwb25zZSIfgtPkkwIZKhcvcmFnL2RvY3VtZW50cy97ZG9jX2lkfRJcCgVTdGF0cxIeLnRyYWl0Z2F0ZS5yYWcudjEuU3RhdHNSZXF1ZXN0Gh8udHJhaXRnYXRlLnJhZy52MS5TdGF0c1Jlc3BvbnNlIhKC0+STAgwSCi9yYWcvc3RhdHNCoQEKFGNvbS50cmFpdGdhdGUucmFnLnYxQghSYWdQcm90b1ABWjxnaXRodWIuY29tL3RyYWl0Z2F0ZS90cmFpdGdhdGUvZ2VuL2dvL3RyYWl0Z2F0ZS9yYWcvdjE7cmFndjGiAgNUUliqAhBUcmFpdGdhdGUuUmFnLlYxygIQVHJhaXRnYXRlXFJhZ1xWMeoCElRyYWl0Z2F0ZTo6UmFnOjpWMWIGcHJvdG8z", [file_buf_validate_validate, file_google_api_annotations]);
 
 /**
  * A document's metadata (the whole-document form of Index).
@@ -193,6 +193,80 @@ export const IndexResponseSchema: GenMessage<IndexResponse> = /*@__PURE__*/
   messageDesc(file_traitgate_rag_v1_rag, 3);
 
 /**
+ * One document of a batch: its metadata and all its chunks.
+ *
+ * @generated from message traitgate.rag.v1.BatchDocument
+ */
+export type BatchDocument = Message<"traitgate.rag.v1.BatchDocument"> & {
+  /**
+   * @generated from field: traitgate.rag.v1.Document document = 1;
+   */
+  document?: Document | undefined;
+
+  /**
+   * @generated from field: repeated traitgate.rag.v1.Chunk chunks = 2;
+   */
+  chunks: Chunk[];
+};
+
+/**
+ * Describes the message traitgate.rag.v1.BatchDocument.
+ * Use `create(BatchDocumentSchema)` to create a new message.
+ */
+export const BatchDocumentSchema: GenMessage<BatchDocument> = /*@__PURE__*/
+  messageDesc(file_traitgate_rag_v1_rag, 4);
+
+/**
+ * @generated from message traitgate.rag.v1.IndexBatchRequest
+ */
+export type IndexBatchRequest = Message<"traitgate.rag.v1.IndexBatchRequest"> & {
+  /**
+   * The data class of every document in the batch.
+   *
+   * @generated from field: string classification = 1;
+   */
+  classification: string;
+
+  /**
+   * @generated from field: repeated traitgate.rag.v1.BatchDocument documents = 2;
+   */
+  documents: BatchDocument[];
+
+  /**
+   * As in IndexRequest, for every document of the batch.
+   *
+   * @generated from field: bool allow_access_change = 3;
+   */
+  allowAccessChange: boolean;
+};
+
+/**
+ * Describes the message traitgate.rag.v1.IndexBatchRequest.
+ * Use `create(IndexBatchRequestSchema)` to create a new message.
+ */
+export const IndexBatchRequestSchema: GenMessage<IndexBatchRequest> = /*@__PURE__*/
+  messageDesc(file_traitgate_rag_v1_rag, 5);
+
+/**
+ * @generated from message traitgate.rag.v1.IndexBatchResponse
+ */
+export type IndexBatchResponse = Message<"traitgate.rag.v1.IndexBatchResponse"> & {
+  /**
+   * One per document, in the request's order.
+   *
+   * @generated from field: repeated traitgate.rag.v1.IndexResponse documents = 1;
+   */
+  documents: IndexResponse[];
+};
+
+/**
+ * Describes the message traitgate.rag.v1.IndexBatchResponse.
+ * Use `create(IndexBatchResponseSchema)` to create a new message.
+ */
+export const IndexBatchResponseSchema: GenMessage<IndexBatchResponse> = /*@__PURE__*/
+  messageDesc(file_traitgate_rag_v1_rag, 6);
+
+/**
  * @generated from message traitgate.rag.v1.QueryRequest
  */
 export type QueryRequest = Message<"traitgate.rag.v1.QueryRequest"> & {
@@ -230,7 +304,7 @@ export type QueryRequest = Message<"traitgate.rag.v1.QueryRequest"> & {
  * Use `create(QueryRequestSchema)` to create a new message.
  */
 export const QueryRequestSchema: GenMessage<QueryRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 4);
+  messageDesc(file_traitgate_rag_v1_rag, 7);
 
 /**
  * @generated from message traitgate.rag.v1.QueryItem
@@ -294,7 +368,7 @@ export type QueryItem = Message<"traitgate.rag.v1.QueryItem"> & {
  * Use `create(QueryItemSchema)` to create a new message.
  */
 export const QueryItemSchema: GenMessage<QueryItem> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 5);
+  messageDesc(file_traitgate_rag_v1_rag, 8);
 
 /**
  * @generated from message traitgate.rag.v1.QueryResponse
@@ -311,7 +385,7 @@ export type QueryResponse = Message<"traitgate.rag.v1.QueryResponse"> & {
  * Use `create(QueryResponseSchema)` to create a new message.
  */
 export const QueryResponseSchema: GenMessage<QueryResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 6);
+  messageDesc(file_traitgate_rag_v1_rag, 9);
 
 /**
  * @generated from message traitgate.rag.v1.DeleteRequest
@@ -328,7 +402,7 @@ export type DeleteRequest = Message<"traitgate.rag.v1.DeleteRequest"> & {
  * Use `create(DeleteRequestSchema)` to create a new message.
  */
 export const DeleteRequestSchema: GenMessage<DeleteRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 7);
+  messageDesc(file_traitgate_rag_v1_rag, 10);
 
 /**
  * @generated from message traitgate.rag.v1.DeleteResponse
@@ -357,7 +431,7 @@ export type DeleteResponse = Message<"traitgate.rag.v1.DeleteResponse"> & {
  * Use `create(DeleteResponseSchema)` to create a new message.
  */
 export const DeleteResponseSchema: GenMessage<DeleteResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 8);
+  messageDesc(file_traitgate_rag_v1_rag, 11);
 
 /**
  * @generated from message traitgate.rag.v1.StatsRequest
@@ -370,7 +444,7 @@ export type StatsRequest = Message<"traitgate.rag.v1.StatsRequest"> & {
  * Use `create(StatsRequestSchema)` to create a new message.
  */
 export const StatsRequestSchema: GenMessage<StatsRequest> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 9);
+  messageDesc(file_traitgate_rag_v1_rag, 12);
 
 /**
  * @generated from message traitgate.rag.v1.StatsResponse
@@ -413,7 +487,7 @@ export type StatsResponse = Message<"traitgate.rag.v1.StatsResponse"> & {
  * Use `create(StatsResponseSchema)` to create a new message.
  */
 export const StatsResponseSchema: GenMessage<StatsResponse> = /*@__PURE__*/
-  messageDesc(file_traitgate_rag_v1_rag, 10);
+  messageDesc(file_traitgate_rag_v1_rag, 13);
 
 /**
  * RagPluginService is the RAG plugin's contract (docs/rag.md): it stores
@@ -440,6 +514,22 @@ export const RagPluginService: GenService<{
     methodKind: "unary";
     input: typeof IndexRequestSchema;
     output: typeof IndexResponseSchema;
+  },
+  /**
+   * IndexBatch writes several whole documents in one call and one
+   * transaction, each replacing its chunks as Index with `document` and
+   * `chunks` does: bulk ingestion without a call per document. A refusal (an
+   * access change not allowed, a bad chunk) leaves none of them written.
+   * `classification` is the data class of every document of the batch, where
+   * the core's gateway reads it for its policy: a document of another class
+   * is refused (INVALID_ARGUMENT, BATCH_CLASSIFICATION).
+   *
+   * @generated from rpc traitgate.rag.v1.RagPluginService.IndexBatch
+   */
+  indexBatch: {
+    methodKind: "unary";
+    input: typeof IndexBatchRequestSchema;
+    output: typeof IndexBatchResponseSchema;
   },
   /**
    * Query returns the `top_k` chunks nearest to `q` (embedded by the plugin)
