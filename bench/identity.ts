@@ -150,6 +150,7 @@ async function loginTurns(
   post: ReturnType<typeof httpPost>,
   password: string,
   count: number,
+  apiKey: string,
 ): Promise<() => Promise<unknown>> {
   const admin = JSON.parse(
     await post("/auth/login", JSON.stringify({ username: "bench-admin", password })),
@@ -158,7 +159,7 @@ async function loginTurns(
   for (let i = 0; i < count; i++) {
     const username = `bench-login-${i}`;
     const user = JSON.stringify({ username, password, roles: ["viewer"] });
-    await post("/api/admin/users", user, admin.token);
+    await post("/api/admin/users", user, admin.token, apiKey);
     idle.push(JSON.stringify({ username, password }));
   }
   return async () => {
@@ -266,7 +267,7 @@ async function benchIdentityOn(
     const get = httpGetter(url, 1);
     // Eight users, one login each in flight: the throttle counts logins in flight, and refuses
     // more than three at once of one account from one address (docs/identity.md).
-    const nextLogin = await loginTurns(post, password, 8);
+    const nextLogin = await loginTurns(post, password, 8, apiKey);
     const [underLoad, logins] = await Promise.all([
       runLoad("REST validate while 8 logins run", () => get("/auth/validate", auth), {
         concurrency: 1,
