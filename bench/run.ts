@@ -40,8 +40,19 @@ const load = () =>
 console.log(
   `Machine: ${cores.length} × ${cores[0]?.model.trim() ?? "?"}, Node.js ${process.version}; load average at start ${load()}\n`,
 );
+const failed: string[] = [];
 for (const [name, run] of Object.entries(benchmarks)) {
   if (chosen.length > 0 && !chosen.includes(name)) continue;
-  console.log(await run());
+  try {
+    console.log(await run());
+  } catch (err) {
+    // One broken benchmark does not cost the others' figures; the run still fails at the end.
+    failed.push(name);
+    console.log(`## ${name}: FAILED\n\n${(err as Error).stack ?? String(err)}`);
+  }
   console.log(`\n_load average after ${name}: ${load()}_\n`);
+}
+if (failed.length > 0) {
+  console.error(`benchmarks failed: ${failed.join(", ")}`);
+  process.exitCode = 1;
 }
