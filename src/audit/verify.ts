@@ -52,6 +52,8 @@ export interface VerifyOptions {
   start?: { seq: string; hash: string };
   /** Check at most this many events (the console's bounded check); then `limited`. */
   maxEvents?: number;
+  /** Values remembered as checked, at most (default 100,000); forgotten between pages. */
+  valueCacheSize?: number;
 }
 
 /**
@@ -76,10 +78,14 @@ export async function verifyAuditChain(
   const max = options.maxEvents ?? Number.POSITIVE_INFINITY;
   // Values already checked on this run: events name the same few again and again.
   const goodValues = new Set<string>();
+  const maxGoodValues = options.valueCacheSize ?? 100_000;
   for (;;) {
     if (count >= max) return { ok: true, count, head, limited: true };
     const asked = Math.min(pageSize, max - count);
     const page = await readEventsAfter(db, after, asked);
+    // Forgotten between pages only: a ref known good when the page's values were fetched
+    // (and so not fetched) must still be known good when an event of the page names it.
+    if (goodValues.size >= maxGoodValues) goodValues.clear();
     const refsOf = page.map((event) => decisionRefs(event.action, event.details));
     const values = await readValueTexts(
       db,
@@ -118,7 +124,6 @@ export async function verifyAuditChain(
             `the value ${ref} the event names does not match its ref: the value was changed`,
           );
         }
-        if (goodValues.size >= 100_000) goodValues.clear();
         goodValues.add(ref);
       }
       options.onEvent?.(event, head);

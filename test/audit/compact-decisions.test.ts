@@ -170,6 +170,11 @@ describe.each(databaseTargets())("compact decision records, on $name", (target) 
 
   it("verifies the values the events name, and finds one changed or removed", async () => {
     expect(await verifyAuditChain(db, { pageSize: 3 })).toMatchObject({ ok: true });
+    // However few values it remembers as checked: a value known good when a page's values
+    // were fetched (so not fetched again) must not be forgotten before the page's events.
+    expect(await verifyAuditChain(db, { pageSize: 2, valueCacheSize: 1 })).toMatchObject({
+      ok: true,
+    });
     const [first] = await events("policy_decision");
     const ref = (first as AuditEventRow).storedDetails?.refs as string[];
     const tampered = async (sql: string) => {

@@ -40,8 +40,14 @@ CREATE FUNCTION audit_append(
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
   IF coalesce(array_length(p_value_refs, 1), 0) > 0 THEN
+    -- The chain's lock first (audit_append takes it again, which costs nothing): two batches
+    -- inserting the same new values in other orders would otherwise wait on each other's
+    -- rows until PostgreSQL ended one as a deadlock. The key is src/audit/store.ts's
+    -- auditChainLockKey.
+    PERFORM pg_advisory_xact_lock(7283431217);
     INSERT INTO audit_values (ref, value)
       SELECT v.ref, v.value FROM unnest(p_value_refs, p_values) AS v(ref, value)
+      ORDER BY v.ref
       ON CONFLICT (ref) DO NOTHING;
   END IF;
   RETURN QUERY SELECT * FROM audit_append(p_ids, p_occurred_at, p_actor_type, p_actor_id,
