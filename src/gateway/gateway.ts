@@ -180,17 +180,27 @@ export function classificationsOf(payload: JsonObject): string[] {
     }
     found.add(v);
   };
-  take(payload.classification, "payload.classification");
-  const doc = payload.document;
-  if (doc !== null && typeof doc === "object" && !Array.isArray(doc)) {
-    take(doc.classification, "payload.document.classification");
-  }
-  const chunks = payload.chunks;
-  if (Array.isArray(chunks)) {
-    chunks.forEach((chunk, i) => {
-      if (chunk !== null && typeof chunk === "object" && !Array.isArray(chunk)) {
-        take(chunk.classification, `payload.chunks[${i}].classification`);
-      }
+  const isObject = (v: JsonValue | undefined): v is JsonObject =>
+    v !== null && typeof v === "object" && !Array.isArray(v);
+  // One document: `{classification?, document: {classification}, chunks: [{classification}]}`.
+  const ofDocument = (body: JsonObject, at: string) => {
+    take(body.classification, `${at}classification`);
+    const doc = body.document;
+    if (isObject(doc)) take(doc.classification, `${at}document.classification`);
+    const chunks = body.chunks;
+    if (Array.isArray(chunks)) {
+      chunks.forEach((chunk, i) => {
+        if (isObject(chunk)) take(chunk.classification, `${at}chunks[${i}].classification`);
+      });
+    }
+  };
+  ofDocument(payload, "payload.");
+  // A batch (rag_index_batch): every document's own class counts, not only the one the batch
+  // declares, so that a plugin that does not check them still gets nothing the policy refused.
+  const documents = payload.documents;
+  if (Array.isArray(documents)) {
+    documents.forEach((entry, i) => {
+      if (isObject(entry)) ofDocument(entry, `payload.documents[${i}].`);
     });
   }
   return [...found];

@@ -303,6 +303,24 @@ describe("payload classification", () => {
     expect(classificationsOf({ q: "x" })).toEqual([]);
   });
 
+  it("collects every document's own classes in a batch, not only the one it declares", () => {
+    // rag_index_batch: a plugin that does not compare them must still get nothing the policy
+    // would refuse for the class a document really has.
+    expect(
+      classificationsOf({
+        classification: "public",
+        documents: [
+          { document: { classification: "public" }, chunks: [{ content: "a" }] },
+          { document: { classification: "phi" }, chunks: [{ classification: "pii" }] },
+          "x",
+        ],
+      }).sort(),
+    ).toEqual(["phi", "pii", "public"]);
+    expect(() =>
+      classificationsOf({ documents: [{}, { document: { classification: 1 } }] }),
+    ).toThrow(expect.objectContaining({ field: "payload.documents[1].document.classification" }));
+  });
+
   it("refuses a classification that is not a string, naming where it is", () => {
     expect(() => classificationsOf({ classification: ["phi"] })).toThrow(
       expect.objectContaining({
