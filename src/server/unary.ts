@@ -76,6 +76,9 @@ export function clientGoneSignal(res: { once(event: "close", listener: () => voi
  * The handler's signal when the call has a deadline: aborts (DeadlineExceeded) when it
  * passes, or as the request's signal does. `finish()` stops the timer.
  */
+/** The longest delay a Node.js timer holds (2^31 − 1 ms). */
+const maxTimerMs = 2 ** 31 - 1;
+
 function deadlineSignal(
   request: AbortSignal,
   timeoutMs: number,
@@ -84,7 +87,9 @@ function deadlineSignal(
   const onRequestAbort = () => controller.abort(request.reason);
   const timer = setTimeout(
     () => controller.abort(new ConnectError("the operation timed out", Code.DeadlineExceeded)),
-    timeoutMs,
+    // Node fires a longer timer at once (with a warning): a deadline beyond ~24.8 days is
+    // held as that long.
+    Math.min(timeoutMs, maxTimerMs),
   );
   if (request.aborted) onRequestAbort();
   else request.addEventListener("abort", onRequestAbort, { once: true });

@@ -216,6 +216,25 @@ describe("gRPC unary calls in process (src/server/grpc-unary.ts)", () => {
     expect(answer.trailers["grpc-status"]).toBe(String(Code.InvalidArgument));
   });
 
+  it("holds a deadline longer than a timer can as the longest a timer can (no warning, no abort)", async () => {
+    // Node fires a timer of 2^31 ms or more after 1 ms, with a TimeoutOverflowWarning: any
+    // caller could otherwise turn a long deadline into an immediate one and fill stderr.
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on("warning", onWarning);
+    try {
+      const answer = await call("WhoAmI", envelope(new Uint8Array()), {
+        "grpc-timeout": "99999999H",
+      });
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(answer.trailers["grpc-status"]).toBe("0");
+      expect(seen.timeoutMs).toBeGreaterThan(2 ** 31);
+    } finally {
+      process.off("warning", onWarning);
+    }
+    expect(warnings).not.toContain("TimeoutOverflowWarning");
+  });
+
   it("leaves compressed, JSON and HTTP/1.1 gRPC to Connect's handler", () => {
     const base = { httpVersionMajor: 2, method: "POST" };
     expect(isPlainGrpc({ ...base, headers: { "content-type": "application/grpc" } })).toBe(true);
