@@ -31,6 +31,7 @@ import {
   type MetricsSource,
 } from "./metrics/index.js";
 import { createPolicyModule, type PolicyArea } from "./policy/module.js";
+import { aiCoreCaller } from "./search/backend.js";
 import { createSearchModule } from "./search/module.js";
 import type { Search } from "./search/search.js";
 import { createApp, type ServedApi } from "./server/app.js";
@@ -195,10 +196,15 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       gateway: gateway.gateway,
       policy: () => policyArea.current(),
       settings: settingsArea.live,
+      // An operation the plugin offers ai-core: in its manifest, and granted by the allowlist
+      // (a manifest may list what the allowlist does not grant: the core then does without).
       pluginDeclares: async (pluginId, operation) => {
         const plugins = await gateway.registry.list();
         const plugin = plugins.find((p) => p.manifest.id === pluginId);
-        return plugin !== undefined && Object.hasOwn(plugin.manifest.endpoints, operation);
+        if (plugin === undefined || !Object.hasOwn(plugin.manifest.endpoints, operation)) {
+          return false;
+        }
+        return (await gateway.allowlist.operationsFor(aiCoreCaller.name, pluginId)).has(operation);
       },
     });
     const refusedCalls = auditRefusedCalls(audit, { log: log.child({ area: "audit" }) });

@@ -21,6 +21,7 @@ let server: TestServer;
 let plugin: RagPlugin;
 let dir: string;
 const tokens: Record<string, string> = {};
+let admin: (path: string, body: unknown, method?: string) => ReturnType<typeof callJson>;
 
 function write(path: string, text: string) {
   mkdirSync(join(dir, path, ".."), { recursive: true });
@@ -45,7 +46,7 @@ beforeAll(async () => {
     "settings:write",
     "service_accounts:write",
   ]);
-  const admin = (path: string, body: unknown, method = "POST") =>
+  admin = (path: string, body: unknown, method = "POST") =>
     callJson(server.url, path, body, {
       token: tokens.root,
       method,
@@ -230,5 +231,37 @@ describe("retrieval through the operator lane", () => {
       { action: "rag_ingest", outcome: "denied" },
       { action: "rag_access_change", outcome: "success" },
     ]);
+  });
+
+  it("indexes a call per document when the allowlist does not grant rag_index_batch", async () => {
+    // A manifest may list an operation the allowlist does not grant ai-core: every
+    // multi-document ingest would otherwise fail NOT_ALLOWLISTED.
+    const granted = ["rag_index", "rag_query"];
+    const put = (operations: string[]) =>
+      admin("/admin/operator/allowlist", { caller: "ai-core", target: "rag", operations }, "PUT");
+    expect((await put(granted)).status).toBe(200);
+    try {
+      write("annex/a.md", "Annex a: visiting hours on the weekend.");
+      write("annex/b.md", "Annex b: the cafeteria closes at five.");
+      const code = await runIngestCommand(
+        [join(dir, "annex"), "--required-traits", "none", "--classification", "public"],
+        {
+          env: { TRAITGATE_URL: server.url, TRAITGATE_TOKEN: tokens.root },
+          err: { write: () => true },
+          out: { write: () => true },
+        },
+      );
+      expect(code).toBe(0);
+      const calls = await server.core.db.query<{ operation: string; outcome: string }>(
+        `SELECT details->>'operation' AS operation, outcome FROM audit_events
+          WHERE action = 'operator_call' ORDER BY seq DESC LIMIT 2`,
+      );
+      expect(calls.rows).toEqual([
+        { operation: "rag_index", outcome: "success" },
+        { operation: "rag_index", outcome: "success" },
+      ]);
+    } finally {
+      expect((await put([...granted, "rag_index_batch"])).status).toBe(200);
+    }
   });
 });
