@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
@@ -9,6 +8,7 @@ import { pathToFileURL } from "node:url";
 import { create, toBinary } from "@bufbuild/protobuf";
 import pg from "pg";
 import { CallRequestSchema } from "../gen/traitgate/gateway/v1/gateway_pb.js";
+import { type Child, postJson, startChild, stopChild } from "./children.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import {
   type CpuSampler,
@@ -45,65 +45,6 @@ const payload = {
 };
 const payloadJson = JSON.stringify(payload);
 const gatewayJson = JSON.stringify({ caller_plugin: "ai-core", payload });
-
-interface Child {
-  child: ChildProcess;
-  output: () => string;
-}
-
-function startChild(
-  command: string,
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  ready: RegExp | undefined,
-  timeoutMs = 60_000,
-): Promise<Child & { match: RegExpExecArray | null }> {
-  const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  if (ready === undefined) {
-    child.stderr?.on("data", (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.stdout?.resume();
-    return Promise.resolve({ child, match: null, output: () => output });
-  }
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`${command} did not start in time: ${output.slice(-2000)}`));
-    }, timeoutMs);
-    let started = false;
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.length > 1_000_000) output = output.slice(-100_000);
-      // Once started, only kept (the core's access lines arrive with every call: matching
-      // the whole output again on each would cost this process, the load generator, CPU
-      // per call).
-      if (started) return;
-      const match = ready.exec(output);
-      if (match) {
-        started = true;
-        clearTimeout(timer);
-        resolve({ child, match, output: () => output });
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", onData);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${command} exited with ${code}: ${output.slice(-2000)}`));
-    });
-  });
-}
-
-async function stopChild(c: Child | undefined): Promise<void> {
-  if (c === undefined || c.child.exitCode !== null || c.child.signalCode !== null) return;
-  const exited = new Promise((r) => c.child.once("exit", r));
-  c.child.kill("SIGTERM");
-  const timer = setTimeout(() => c.child.kill("SIGKILL"), 15_000);
-  await exited;
-  clearTimeout(timer);
-}
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -201,25 +142,6 @@ interface Setup {
   stop(): Promise<void>;
 }
 
-async function json(
-  url: string,
-  path: string,
-  body: unknown,
-  headers: Record<string, string>,
-  method = "POST",
-): Promise<Record<string, unknown>> {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify(body),
-  });
-  const answer = (await res.json()) as Record<string, unknown>;
-  if (res.status !== 200)
-    throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(answer)}`);
-  return answer;
-}
-
-/** Core, plugin and nginx, set up as docs/operator-lane.md says (register, start, allowlist). */
 async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup> {
   const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-gateway-"));
   const children: Child[] = [];
@@ -257,20 +179,20 @@ async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup>
       apiKey: string;
     };
     const url = info.url;
-    const login = await json(
+    const login = await postJson(
       url,
       "/auth/login",
       { username: "bench-admin", password: info.password },
       {},
     );
     const admin = { authorization: `Bearer ${login.token as string}`, "x-api-key": info.apiKey };
-    const sa = await json(
+    const sa = await postJson(
       url,
       "/api/admin/service-accounts",
       { name: "ai-core", roles: ["service"] },
       admin,
     );
-    const token = await json(
+    const token = await postJson(
       url,
       "/auth/token",
       { grant_type: "client_credentials", client_id: "ai-core", client_secret: sa.client_secret },
@@ -281,7 +203,7 @@ async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup>
       plugin_type: "internal",
       endpoints: { rag_index: "/rag/index", rag_query: "/rag/query" },
     };
-    const registered = await json(url, "/admin/plugins", { id: "echo", ...manifest }, admin);
+    const registered = await postJson(url, "/admin/plugins", { id: "echo", ...manifest }, admin);
     const coreSecret = (registered.credentials as { core_secret: string }).core_secret;
     const plugin = await startChild(
       process.execPath,
@@ -291,8 +213,8 @@ async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup>
     );
     children.push(plugin);
     const pluginPort = Number(plugin.match?.[1]);
-    await json(url, "/admin/plugins/echo", { ...manifest, port: pluginPort }, admin, "PUT");
-    await json(
+    await postJson(url, "/admin/plugins/echo", { ...manifest, port: pluginPort }, admin, "PUT");
+    await postJson(
       url,
       "/admin/operator/allowlist",
       { caller: "ai-core", target: "echo", operations: ["rag_query"] },

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -10,6 +9,7 @@ import { createRagStore } from "../src/rag/store.js";
 import { chunkText } from "../src/search/chunking.js";
 import { runIngestCommand } from "../src/search/ingest-command.js";
 import { openDatabase } from "../src/storage/index.js";
+import { postJson, startChild, stopChild } from "./children.js";
 import { processCpuMs } from "./load.js";
 
 /**
@@ -42,70 +42,9 @@ const here = import.meta.dirname;
 const root = join(here, "../..");
 const cli = join(root, "dist/src/cli.js");
 
-interface Child {
-  child: ChildProcess;
-  output: () => string;
-  match: RegExpExecArray | null;
-}
-
-function startChild(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-  ready: RegExp,
-  timeoutMs = 120_000,
-): Promise<Child> {
-  const child = spawn(process.execPath, args, { env, stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL");
-      reject(new Error(`${args.join(" ")} did not start in time: ${output.slice(-2000)}`));
-    }, timeoutMs);
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      if (output.length > 1_000_000) output = output.slice(-100_000);
-      const match = ready.exec(output);
-      if (match) {
-        clearTimeout(timer);
-        resolve({ child, match, output: () => output });
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", onData);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      reject(new Error(`${args.join(" ")} exited with ${code}: ${output.slice(-2000)}`));
-    });
-  });
-}
-
-async function stopChild(c: Child | undefined): Promise<void> {
-  if (c === undefined || c.child.exitCode !== null || c.child.signalCode !== null) return;
-  const exited = new Promise((r) => c.child.once("exit", r));
-  c.child.kill("SIGTERM");
-  const timer = setTimeout(() => c.child.kill("SIGKILL"), 30_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-async function json(
-  url: string,
-  path: string,
-  body: unknown,
-  headers: Record<string, string>,
-  method = "POST",
-): Promise<Record<string, unknown>> {
-  const res = await fetch(`${url}${path}`, {
-    method,
-    headers: { "content-type": "application/json", ...headers },
-    body: JSON.stringify(body),
-  });
-  const answer = (await res.json()) as Record<string, unknown>;
-  if (res.status !== 200) {
-    throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(answer)}`);
-  }
-  return answer;
-}
+/** A Node.js child process of this benchmark (the core, the plugin), started as children.ts does. */
+const startNode = (args: string[], env: NodeJS.ProcessEnv, ready: RegExp, timeoutMs = 120_000) =>
+  startChild(process.execPath, args, env, ready, timeoutMs);
 
 function random(seed: number): () => number {
   let a = seed >>> 0;
@@ -232,7 +171,7 @@ async function publicRun(
   mkdirSync(base, { recursive: true });
   try {
     const nodeArgs = (process.env.BENCH_CORE_NODE_ARGS ?? "").split(" ").filter(Boolean);
-    const core = await startChild(
+    const core = await startNode(
       [...nodeArgs, join(here, "rag-core.js")],
       {
         PATH: process.env.PATH,
@@ -253,7 +192,7 @@ async function publicRun(
       apiKey: string;
     };
     const url = info.url;
-    const login = await json(
+    const login = await postJson(
       url,
       "/auth/login",
       { username: "bench-admin", password: info.password },
@@ -270,10 +209,10 @@ async function publicRun(
         rag_query: "/rag/query",
       },
     };
-    const registered = await json(url, "/admin/plugins", { id: "rag", ...manifest }, admin);
+    const registered = await postJson(url, "/admin/plugins", { id: "rag", ...manifest }, admin);
     const coreSecret = (registered.credentials as { core_secret: string }).core_secret;
     const pluginArgs = (process.env.BENCH_PLUGIN_NODE_ARGS ?? "").split(" ").filter(Boolean);
-    const plugin = await startChild(
+    const plugin = await startNode(
       [...pluginArgs, cli, "rag-plugin"],
       {
         PATH: process.env.PATH,
@@ -289,16 +228,21 @@ async function publicRun(
     );
     children.push(plugin);
     const pluginPort = Number(plugin.match?.[1]);
-    await json(url, "/admin/plugins/rag", { ...manifest, port: pluginPort }, admin, "PUT");
-    await json(url, "/api/admin/service-accounts", { name: "ai-core", roles: ["service"] }, admin);
-    await json(
+    await postJson(url, "/admin/plugins/rag", { ...manifest, port: pluginPort }, admin, "PUT");
+    await postJson(
+      url,
+      "/api/admin/service-accounts",
+      { name: "ai-core", roles: ["service"] },
+      admin,
+    );
+    await postJson(
       url,
       "/admin/operator/allowlist",
       { caller: "ai-core", target: "rag", operations: Object.keys(manifest.endpoints) },
       admin,
       "PUT",
     );
-    await json(
+    await postJson(
       url,
       "/api/admin/settings",
       { "rag.backend": "plugin", "rag.plugin_id": "rag" },
@@ -344,9 +288,9 @@ async function publicRun(
     if (policy === "bulk") {
       // Restarted without RAG_DEFER_INDEX, the plugin builds the index it deferred.
       pluginBefore += processCpuMs(pids.plugin);
-      await stopChild(plugin);
+      await stopChild(plugin, 30_000);
       children.pop();
-      const again = await startChild(
+      const again = await startNode(
         [...pluginArgs, cli, "rag-plugin"],
         {
           PATH: process.env.PATH,
@@ -377,7 +321,7 @@ async function publicRun(
       cpuUsPerChunk: { client: per("client"), core: per("core"), plugin: per("plugin") },
     };
   } finally {
-    for (const c of children.reverse()) await stopChild(c);
+    for (const c of children.reverse()) await stopChild(c, 30_000);
   }
 }
 
