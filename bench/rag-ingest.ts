@@ -9,7 +9,7 @@ import { createRagStore } from "../src/rag/store.js";
 import { chunkText } from "../src/search/chunking.js";
 import { runIngestCommand } from "../src/search/ingest-command.js";
 import { openDatabase } from "../src/storage/index.js";
-import { postJson, startChild, stopChild } from "./children.js";
+import { type Child, postJson, startChild, stopChild } from "./children.js";
 import { processCpuMs } from "./load.js";
 
 /**
