@@ -50,9 +50,20 @@ const sensitiveKeys = new Set([
 const sensitiveEnding = /(password|secret|token|apikey|privatekey)s?$/;
 
 export function isSensitiveKey(key: string): boolean {
-  const folded = key.toLowerCase().replace(/[^a-z0-9]/g, "");
-  return sensitiveKeys.has(folded) || sensitiveEnding.test(folded);
+  let known = sensitiveByKey.get(key);
+  if (known === undefined) {
+    const folded = key.toLowerCase().replace(/[^a-z0-9]/g, "");
+    known = sensitiveKeys.has(folded) || sensitiveEnding.test(folded);
+    // Events repeat the same few keys: each is folded once. Keys are caller input too (a
+    // context's attribute names), so the memo is bounded.
+    if (sensitiveByKey.size >= maxRememberedKeys) sensitiveByKey.clear();
+    sensitiveByKey.set(key, known);
+  }
+  return known;
 }
+
+const sensitiveByKey = new Map<string, boolean>();
+const maxRememberedKeys = 4096;
 
 /** Values that are credentials whatever their key: bearer headers and JWTs. */
 const credentialValue = /^(bearer\s+\S|eyJ[\w-]*\.eyJ[\w-]*\.[\w-]*$)/i;
@@ -130,6 +141,9 @@ function toJson(value: unknown, depth: number, ancestors: Set<object>): JsonValu
  */
 export const maxTextChars = 1024;
 
+/** A character storableText may have to replace. */
+const maybeUnstorable = /[\0\uD800-\uDFFF]/;
+
 /**
  * A string PostgreSQL accepts in text and jsonb, at most `maxChars` long (cut with a
  * note of how much was left out): NUL and unpaired UTF-16 surrogates (which
@@ -138,6 +152,8 @@ export const maxTextChars = 1024;
 export function storableText(text: string, maxChars = maxTextChars): string {
   const bounded =
     text.length > maxChars ? `${text.slice(0, maxChars)}…[${text.length - maxChars} more]` : text;
+  // Most text has neither NUL nor a surrogate: one scan for them, not the replacement's.
+  if (!maybeUnstorable.test(bounded)) return bounded;
   return bounded.replace(
     /\0|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g,
     "\uFFFD",
