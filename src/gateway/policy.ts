@@ -1,5 +1,5 @@
 import type { JsonObject } from "@bufbuild/protobuf";
-import type { PolicyEngine } from "../policy/index.js";
+import type { PolicyEngine, SanitizeSpec } from "../policy/index.js";
 import type { PluginPolicy } from "./gateway.js";
 import type { PluginManifest } from "./manifest.js";
 
@@ -36,11 +36,32 @@ export function enginePluginPolicy(current: () => PolicyEngine): PluginPolicy {
           const spec = decision.sanitize ?? { fields: [], classifications };
           return {
             decision: "sanitize",
-            apply: (payload) => engine.sanitize(payload, spec).document as JsonObject,
+            apply: (payload) => sanitizePayload(engine, payload, spec),
           };
         }
       }
     },
+  };
+}
+
+/**
+ * A payload as a sanitize decision leaves it. A batch's documents (`documents[i]`,
+ * rag_index_batch) are each sanitized as a payload of their own as well, so that a dotted path
+ * anchored at a document (`chunks.content`) reaches `documents[i].chunks[j].content` as it
+ * reaches a single document's `chunks[j].content`: sending documents in batches must not get
+ * around a rule.
+ */
+function sanitizePayload(engine: PolicyEngine, payload: JsonObject, spec: SanitizeSpec) {
+  const whole = engine.sanitize(payload, spec).document as JsonObject;
+  const documents = whole.documents;
+  if (!Array.isArray(documents)) return whole;
+  return {
+    ...whole,
+    documents: documents.map((entry) =>
+      entry !== null && typeof entry === "object" && !Array.isArray(entry)
+        ? (engine.sanitize(entry, spec).document as JsonObject)
+        : entry,
+    ),
   };
 }
 
