@@ -117,17 +117,24 @@ export const refusalEvent = (
   },
 });
 
-/** One `rag_access_change` event per document whose access a request changed. */
+/**
+ * One `rag_access_change` event per document whose access a request changed. `unconfirmed`:
+ * the call that carried the document failed in a way that does not say whether the backend
+ * applied it (a reply that breaks the contract, a deadline, a lost connection, possibly after
+ * the plugin's commit): outcome `error`, `confirmed: false`, so that no change the plugin may
+ * have made goes unaudited.
+ */
 export const changeEvent = (
   caller: Caller,
   backendKey: string,
   change: AccessChange,
   requestId: string,
+  unconfirmed = false,
 ): AuditInput => ({
   ...actorOf(caller),
   action: "rag_access_change",
   target: backendKey,
-  outcome: "success",
+  outcome: unconfirmed ? "error" : "success",
   requestId,
-  details: changeDetails(change),
+  details: unconfirmed ? { ...changeDetails(change), confirmed: false } : changeDetails(change),
 });

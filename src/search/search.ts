@@ -381,6 +381,13 @@ export function createSearch(deps: SearchDeps): Search {
               };
             });
             const request = { requestId, origin: caller.origin };
+            /** The access changes of documents a failed call may have written all the same. */
+            const auditUnconfirmed = async (positions: readonly number[]) => {
+              for (const i of positions) {
+                const change = changeOf.get((prepared[i] as (typeof prepared)[number]).docId);
+                if (change) await audit.write(changeEvent(caller, key, change, requestId, true));
+              }
+            };
             let written: readonly number[];
             let partial: PartlyIndexed | undefined;
             try {
@@ -389,10 +396,16 @@ export function createSearch(deps: SearchDeps): Search {
                 : await indexEachDocument(backend.index, docs, request, { allowAccessChange });
             } catch (err) {
               // One call per document, and one failed after others were indexed: those are
-              // recorded and audited, then the request fails.
-              if (!(err instanceof PartlyIndexed)) throw err;
+              // recorded and audited, then the request fails. The call that failed (the whole
+              // batch, or the one document) is not recorded, so the next ingest asks for its
+              // access change again; the change is audited as unconfirmed.
+              if (!(err instanceof PartlyIndexed)) {
+                await auditUnconfirmed(slice);
+                throw err;
+              }
               partial = err;
               written = err.written;
+              await auditUnconfirmed(slice.slice(written.length, written.length + 1));
               slice = slice.slice(0, written.length);
             }
             await ingested.recordMany(

@@ -25,15 +25,30 @@ interface AuditEvent {
   details?: Record<string, unknown>;
 }
 
-function setup(db: Database, failOn?: string) {
+/**
+ * `failOn`: the path whose document the backend fails. `batchFailure`: the backend takes
+ * several documents in one call (as a plugin with rag_index_batch does), indexes them and then
+ * fails with that error, as a malformed reply or a deadline after the plugin's commit does.
+ */
+function setup(db: Database, failOn?: string, batchFailure?: DomainError) {
   const indexed: { doc: BackendDocument; allowAccessChange: boolean }[] = [];
   const events: AuditEvent[] = [];
   const backend: RagBackend = {
     async index(doc, _requestId, options) {
-      if (doc.path === failOn) throw new DomainError("unavailable", "PLUGIN_DOWN", "down");
       indexed.push({ doc, allowAccessChange: options?.allowAccessChange === true });
+      if (doc.path === failOn) throw new DomainError("unavailable", "PLUGIN_DOWN", "down");
       return doc.chunks.length;
     },
+    ...(batchFailure
+      ? {
+          async indexMany(docs, _request, options) {
+            for (const doc of docs) {
+              indexed.push({ doc, allowAccessChange: options?.allowAccessChange === true });
+            }
+            throw batchFailure;
+          },
+        }
+      : {}),
     query: async () => [],
     stats: async () => undefined,
   };
@@ -189,6 +204,63 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
     expect(indexed[0]?.allowAccessChange).toBe(false);
     expect(events.map((e) => e.action)).toEqual(["rag_ingest"]);
   });
+
+  it.each([
+    ["a batch whose reply breaks the contract", "batch"],
+    ["a call per document that failed", "single"],
+  ] as const)(
+    "audits the access change of %s as unconfirmed: the plugin may have applied it",
+    async (_name, mode) => {
+      const steady = notes({ path: `${mode}/steady.md` });
+      const changedPath = `${mode}/changed.md`;
+      const first = await setup(db).search.ingest(
+        operator,
+        [steady, notes({ path: changedPath })],
+        "r1",
+      );
+      const docId = first[1]?.docId ?? "";
+      const badReply = new DomainError("internal", "PLUGIN_BAD_REPLY", "not the contract");
+      // The changed document fails: with its batch, or alone (the steady one goes first).
+      const { search, events, store } =
+        mode === "batch" ? setup(db, undefined, badReply) : setup(db, changedPath);
+      const attempt = search.ingest(
+        operator,
+        [
+          notes({ ...steady, content: "Revised steady notes." }),
+          // Fewer required traits, the same class: one batch with the steady document.
+          notes({ path: changedPath, requiredTraits: [] }),
+        ],
+        "r2",
+        { allowAccessChange: true },
+      );
+      await expect(attempt).rejects.toMatchObject({
+        reason: mode === "batch" ? "PLUGIN_BAD_REPLY" : "PLUGIN_DOWN",
+      });
+      const changes = events.filter((e) => e.action === "rag_access_change");
+      expect(changes).toEqual([
+        expect.objectContaining({
+          outcome: "error",
+          target: "builtin",
+          details: {
+            doc_id: docId,
+            confirmed: false,
+            before: {
+              required_traits: ["data_access:internal", "role:clinician"],
+              classification: "internal",
+            },
+            after: { required_traits: ["data_access:internal"], classification: "internal" },
+          },
+        }),
+      ]);
+      expect(events.find((e) => e.action === "rag_ingest")?.outcome).toBe("failure");
+      // The core's record keeps the old access: the next ingest asks for the change again.
+      expect((await store.find("builtin", docId))?.requiredTraits).toEqual([
+        "data_access:internal",
+        "role:clinician",
+      ]);
+      expect(JSON.stringify(events)).not.toContain("lactate");
+    },
+  );
 
   it("refuses two documents with one path in a request", async () => {
     const { search, indexed } = setup(db);
