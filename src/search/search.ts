@@ -3,6 +3,7 @@ import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
 import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
+import { accessChangeReason } from "../rag/access-change.js";
 import { type BackendHit, indexEachDocument, PartlyIndexed, type RagBackend } from "./backend.js";
 import { type ChunkingOptions, chunkText, defaultChunking, textOf } from "./chunking.js";
 import {
@@ -400,12 +401,14 @@ export function createSearch(deps: SearchDeps): Search {
               // batch, or the one document) is not recorded, so the next ingest asks for its
               // access change again; the change is audited as unconfirmed.
               if (!(err instanceof PartlyIndexed)) {
-                await auditUnconfirmed(slice);
+                if (mayHaveWritten(err)) await auditUnconfirmed(slice);
                 throw err;
               }
               partial = err;
               written = err.written;
-              await auditUnconfirmed(slice.slice(written.length, written.length + 1));
+              if (mayHaveWritten(err.cause)) {
+                await auditUnconfirmed(slice.slice(written.length, written.length + 1));
+              }
               slice = slice.slice(0, written.length);
             }
             await ingested.recordMany(
@@ -472,3 +475,11 @@ export function createSearch(deps: SearchDeps): Search {
     },
   };
 }
+
+/**
+ * Whether a failed index call may have written its documents all the same: anything but the
+ * backend's own refusal of an access change (made inside its transaction, which it rolled
+ * back).
+ */
+const mayHaveWritten = (err: unknown): boolean =>
+  !(err instanceof DomainError && err.reason === accessChangeReason);

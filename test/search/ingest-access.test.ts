@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DomainError } from "../../src/errors.js";
 import { silentLogger } from "../../src/log.js";
 import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
+import { accessChangeRefused } from "../../src/rag/access-change.js";
 import type { BackendDocument, RagBackend } from "../../src/search/backend.js";
 import { createIngestStore } from "../../src/search/ingest-store.js";
 import { createSearch, type IngestDocumentInput } from "../../src/search/search.js";
@@ -26,26 +27,31 @@ interface AuditEvent {
 }
 
 /**
- * `failOn`: the path whose document the backend fails. `batchFailure`: the backend takes
- * several documents in one call (as a plugin with rag_index_batch does), indexes them and then
- * fails with that error, as a malformed reply or a deadline after the plugin's commit does.
+ * `failOn`: the path whose document the backend fails, with `failure` (default PLUGIN_DOWN).
+ * `batch`: the backend takes several documents in one call (as a plugin with rag_index_batch
+ * does), indexes them and then fails with `failure`, as a malformed reply or a deadline after
+ * the plugin's commit does.
  */
-function setup(db: Database, failOn?: string, batchFailure?: DomainError) {
+function setup(
+  db: Database,
+  { failOn, failure, batch }: { failOn?: string; failure?: DomainError; batch?: boolean } = {},
+) {
   const indexed: { doc: BackendDocument; allowAccessChange: boolean }[] = [];
   const events: AuditEvent[] = [];
+  const error = failure ?? new DomainError("unavailable", "PLUGIN_DOWN", "down");
   const backend: RagBackend = {
     async index(doc, _requestId, options) {
       indexed.push({ doc, allowAccessChange: options?.allowAccessChange === true });
-      if (doc.path === failOn) throw new DomainError("unavailable", "PLUGIN_DOWN", "down");
+      if (doc.path === failOn) throw error;
       return doc.chunks.length;
     },
-    ...(batchFailure
+    ...(batch
       ? {
           async indexMany(docs, _request, options) {
             for (const doc of docs) {
               indexed.push({ doc, allowAccessChange: options?.allowAccessChange === true });
             }
-            throw batchFailure;
+            throw error;
           },
         }
       : {}),
@@ -87,7 +93,7 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
   });
 
   it("records and audits the documents indexed before one failed (a call per document)", async () => {
-    const { search, events } = setup(db, "b/two.md");
+    const { search, events } = setup(db, { failOn: "b/two.md" });
     const docs = ["b/one.md", "b/two.md", "b/three.md"].map((path) => notes({ path }));
     await expect(search.ingest(operator, docs, "r-partial")).rejects.toMatchObject({
       reason: "PLUGIN_DOWN",
@@ -222,7 +228,9 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
       const badReply = new DomainError("internal", "PLUGIN_BAD_REPLY", "not the contract");
       // The changed document fails: with its batch, or alone (the steady one goes first).
       const { search, events, store } =
-        mode === "batch" ? setup(db, undefined, badReply) : setup(db, changedPath);
+        mode === "batch"
+          ? setup(db, { batch: true, failure: badReply })
+          : setup(db, { failOn: changedPath });
       const attempt = search.ingest(
         operator,
         [
@@ -259,6 +267,30 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
         "role:clinician",
       ]);
       expect(JSON.stringify(events)).not.toContain("lactate");
+    },
+  );
+
+  it.each([["batch"], ["single"]] as const)(
+    "audits no access change the plugin refused itself (%s)",
+    async (mode) => {
+      const path = `refused-${mode}/changed.md`;
+      const [first] = await setup(db).search.ingest(operator, [notes({ path })], "r1");
+      // The plugin's own check, inside its transaction (a concurrent request changed it).
+      const refused = accessChangeRefused(first?.docId ?? "", `document ${first?.docId}`, {});
+      const { search, events } = setup(db, {
+        batch: mode === "batch",
+        failOn: path,
+        failure: refused,
+      });
+      await expect(
+        search.ingest(
+          operator,
+          [notes({ path: `refused-${mode}/other.md` }), notes({ path, requiredTraits: [] })],
+          "r2",
+          { allowAccessChange: true },
+        ),
+      ).rejects.toMatchObject({ reason: "DOCUMENT_ACCESS_CHANGE" });
+      expect(events.filter((e) => e.action === "rag_access_change")).toEqual([]);
     },
   );
 
