@@ -6,7 +6,7 @@
 //      service-accounts create), unless it exists;
 //   3. the plugin registered (POST /admin/plugins; if registered already: its manifest updated
 //      and its secrets rotated), which answers the plugin's core secret;
-//   4. the allowlist entry ai-core -> plugin for rag_index and rag_query;
+//   4. the allowlist entry ai-core -> plugin for rag_index, rag_index_batch and rag_query;
 //   5. the settings rag.backend = plugin, rag.plugin_id = the plugin.
 // Stdout gets one line, `CORE_SECRET=tgc_…`, for .env (the plugin's container reads it);
 // everything else goes to stderr. The administrator signs in with TRAITGATE_TOKEN (an access
@@ -155,7 +155,13 @@ const manifest = {
   id: pluginId,
   name: "RAG plugin",
   plugin_type: "retrieval",
-  endpoints: { rag_index: "/rag/index", rag_query: "/rag/query" },
+  // rag_index_batch: a request's documents of one class in one call and one transaction
+  // (docs/rag.md); the core uses it only when the manifest declares it and ai-core may call it.
+  endpoints: {
+    rag_index: "/rag/index",
+    rag_index_batch: "/rag/index-batch",
+    rag_query: "/rag/query",
+  },
   host: options["plugin-host"],
   port: pluginPort,
   // The plugin stores health records: it is declared in HIPAA scope (as the demo's).
@@ -186,10 +192,10 @@ check(
   await call("PUT", "/admin/operator/allowlist", token, apiKey, {
     caller: "ai-core",
     target: pluginId,
-    operations: ["rag_index", "rag_query"],
+    operations: ["rag_index", "rag_index_batch", "rag_query"],
   }),
 );
-log(`allowlist: ai-core -> ${pluginId} for rag_index, rag_query`);
+log(`allowlist: ai-core -> ${pluginId} for rag_index, rag_index_batch, rag_query`);
 
 check(
   "choose the plugin backend",

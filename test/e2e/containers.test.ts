@@ -458,6 +458,18 @@ describe("the steps after start (scripts/setup-rag.mjs)", () => {
           },
         );
         expect(((await stats.json()) as { documents: string }).documents).not.toBe("0");
+        // The folder's documents went in batches (rag_index_batch), as the script registered.
+        const coreDb = new pg.Client({ connectionString: dbUrl.toString() });
+        await coreDb.connect();
+        try {
+          const { rows } = await coreDb.query<{ operation: string }>(
+            `SELECT DISTINCT details->>'operation' AS operation FROM audit_events
+             WHERE action = 'operator_call' AND outcome = 'success'`,
+          );
+          expect(rows.map((r) => r.operation)).toContain("rag_index_batch");
+        } finally {
+          await coreDb.end();
+        }
       } finally {
         if (plugin) await stopCli(plugin.child);
         if (core) await stopCli(core.child);
