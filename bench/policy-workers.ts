@@ -22,6 +22,8 @@ export interface WorkersServer {
   owners(localPorts: readonly number[]): (number | undefined)[];
   /** The command's output so far (its warnings and errors). */
   output(): string;
+  /** Whether the primary has not exited. */
+  running(): boolean;
   /** SIGTERM to the primary (which stops the workers), then its exit; SIGKILL after 15 s. */
   stop(): Promise<void>;
 }
@@ -63,6 +65,7 @@ export async function startWorkers(options: {
     workerPids: () => processTree(pid).filter((p) => p !== pid),
     owners: (localPorts) => socketOwners(processTree(pid), port, localPorts),
     output: () => output,
+    running: () => child.exitCode === null && child.signalCode === null,
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGTERM");
@@ -105,6 +108,11 @@ export async function spreadConnections(
       last = (err as Error).message;
     }
     close();
+    if (!server.running() || server.output().includes("worker died")) {
+      throw new Error(
+        `serve --workers ${workers} exited or lost a worker: ${server.output().slice(-2000)}`,
+      );
+    }
     if (performance.now() > deadline) {
       throw new Error(
         `serve --workers ${workers}: connections not spread over the workers within ${timeoutMs} ms (${last}); output: ${server.output().slice(-2000)}`,
