@@ -443,7 +443,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
         (p) => `${(((after.get(p) ?? 0) - (before.get(p) ?? 0)) / 1000).toFixed(1)} s`,
       );
       notes.push(
-        `- ${workersEngine}: \`traitgate serve --workers ${workers}\` (dist/src/cli.js, LOG_LEVEL=warn) on ${setUp.database} in a schema of its own, set up by the one-process core (traits, policy, user, token) before the workers started; durable audit; warmed up untimed (Evaluate at 64 and EvaluateBatch at 8 in flight, ${2 * seconds} s each) after the reference check; server CPU is the primary's and its workers'; ${connections} connections held by the workers ${[...spread.values()].join(" + ")}; CPU of each worker over its rows ${split.join(" + ")}`,
+        `- ${workersEngine}: \`traitgate serve --workers ${workers}\` (dist/src/cli.js, LOG_LEVEL=warn) on ${setUp.database} in a schema of its own, set up by the one-process core (traits, policy, user, token) before the workers started; durable audit; warmed up untimed (Evaluate at 64 and EvaluateBatch at 8 in flight, ${2 * seconds} s each), then checked against the reference; server CPU is the primary's and its workers'; ${connections} connections held by the workers ${[...spread.values()].join(" + ")}; CPU of each worker over its rows ${split.join(" + ")}`,
       );
       const logged = loggedMessages(started.output());
       if (logged !== "") notes.push(`- ${workersEngine} logged (warn and above): ${logged}`);
