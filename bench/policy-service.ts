@@ -315,6 +315,15 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     const pid = server.child.pid ?? -1;
     serverCpu = () => processCpuMs(pid);
     await runSingleProcess(server);
+  } catch (err) {
+    const { exitCode, signalCode } = server.child;
+    if (exitCode === null && signalCode === null) throw err;
+    throw new Error(
+      `${(err as Error).message}; the policy server had exited (${exitCode ?? signalCode})`,
+      {
+        cause: err,
+      },
+    );
   } finally {
     stopped = await stopTraitgate(server);
   }
@@ -447,6 +456,12 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       );
       const logged = loggedMessages(started.output());
       if (logged !== "") notes.push(`- ${workersEngine} logged (warn and above): ${logged}`);
+    } catch (err) {
+      // What the workers logged tells why (a worker that died, the database).
+      throw new Error(
+        `${workersEngine}: ${(err as Error).message}; it logged: ${started.output().slice(-3000)}`,
+        { cause: err },
+      );
     } finally {
       raw.close();
       await started.stop();
