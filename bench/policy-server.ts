@@ -112,6 +112,7 @@ if (setupOnly) {
     url: core.server.url,
     token,
     database: name,
+    schema,
     version: core.policy.current().version,
   });
 }

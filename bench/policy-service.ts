@@ -3,6 +3,7 @@ import { pathToFileURL } from "node:url";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
 import {
   EvaluateBatchRequestSchema,
   EvaluateBatchResponseSchema,
@@ -67,6 +68,8 @@ interface Started {
   url: string;
   token: string;
   database: string;
+  /** On PostgreSQL: the schema it made. */
+  schema?: string;
 }
 
 /** bench/policy-server.ts set up a schema for `serve --workers` and closed its core. */
@@ -111,11 +114,18 @@ interface RecordSize {
   valueBytes: number;
 }
 
-/** "stop" to bench/policy-server.ts: its figures (no audit writer's for a set-up), then its exit. */
-async function stopTraitgate(s: {
-  child: ChildProcess;
-}): Promise<{ stats?: AuditWriterStats; record: RecordSize } | undefined> {
-  if (s.child.exitCode !== null || s.child.signalCode !== null) return undefined;
+/**
+ * "stop" to bench/policy-server.ts: its figures (no audit writer's for a set-up), then its
+ * exit. It drops its schema; if it had died before, the schema is dropped here.
+ */
+async function stopTraitgate(
+  s: { child: ChildProcess; schema?: string },
+  url: string,
+): Promise<{ stats?: AuditWriterStats; record: RecordSize } | undefined> {
+  if (s.child.exitCode !== null || s.child.signalCode !== null) {
+    if (s.schema !== undefined) await dropSchema(url, s.schema).catch(() => {});
+    return undefined;
+  }
   const stats = new Promise<{ stats?: AuditWriterStats; record: RecordSize } | undefined>(
     (resolve) => {
       s.child.once("message", (m) =>
@@ -128,7 +138,20 @@ async function stopTraitgate(s: {
   const result = await stats;
   await new Promise((r) => setTimeout(r, 200));
   if (s.child.exitCode === null) s.child.kill();
+  if (result === undefined && s.schema !== undefined) {
+    await dropSchema(url, s.schema).catch(() => {});
+  }
   return result;
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
 }
 
 /** Requests grouped by user, in chunks of up to 50: a Cerbos batch has one principal. */
@@ -325,7 +348,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       },
     );
   } finally {
-    stopped = await stopTraitgate(server);
+    stopped = await stopTraitgate(server, database);
   }
   const stats = stopped?.stats;
   notes.push(
@@ -405,7 +428,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       await runWorkers(setUp);
     } finally {
       // The schema's decision record, then the schema dropped.
-      record = (await stopTraitgate(setUp))?.record;
+      record = (await stopTraitgate(setUp, postgresUrl))?.record;
     }
     if (record !== undefined) notes.push(recordNote(record, `${workersEngine}`));
   }
