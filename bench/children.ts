@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
 
 /** The benchmarks' child processes (servers, plugins, proxies) and their JSON set-up calls. */
 
@@ -82,3 +83,13 @@ export async function postJson(
 }
 
 /** Core, plugin and nginx, set up as docs/operator-lane.md says (register, start, allowlist). */
+
+/** A TCP port on loopback that nothing listens on now. */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  await new Promise<void>((r) => server.close(() => r()));
+  if (address === null || typeof address === "string") throw new Error("no free port");
+  return address.port;
+}

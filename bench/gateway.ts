@@ -1,14 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { create, toBinary } from "@bufbuild/protobuf";
 import pg from "pg";
 import { CallRequestSchema } from "../gen/traitgate/gateway/v1/gateway_pb.js";
-import { type Child, postJson, startChild, stopChild } from "./children.js";
+import { type Child, freePort, postJson, startChild, stopChild } from "./children.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import {
   type CpuSampler,
@@ -45,15 +44,6 @@ const payload = {
 };
 const payloadJson = JSON.stringify(payload);
 const gatewayJson = JSON.stringify({ caller_plugin: "ai-core", payload });
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  const address = server.address();
-  await new Promise<void>((r) => server.close(() => r()));
-  if (address === null || typeof address === "string") throw new Error("no free port");
-  return address.port;
-}
 
 /** A keep-alive HTTP/1.1 JSON poster with `concurrency` sockets; resolves with the body. */
 function poster(port: number, concurrency: number) {

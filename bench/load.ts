@@ -36,6 +36,37 @@ export function processCpuMs(pid: number): number {
 /** USER_HZ: 100 on every Linux this runs on (the kernel ABI fixes it for /proc). */
 const clockTicksPerSecond = 100;
 
+/** The process `root` and every process descended from it (Linux, from /proc). */
+export function processTree(root: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      // Exited while listed.
+    }
+  }
+  const tree = [root];
+  for (let i = 0; i < tree.length; i++) tree.push(...(children.get(tree[i] as number) ?? []));
+  return tree;
+}
+
+/**
+ * CPU time (ms) of a process and all its descendants alive now (e.g. `serve --workers`: the
+ * primary and its workers); NaN when the root cannot be read.
+ */
+export function processTreeCpuMs(root: number): number {
+  return processTree(root).reduce((sum, pid) => {
+    const ms = processCpuMs(pid);
+    return Number.isNaN(ms) && pid !== root ? sum : sum + ms;
+  }, 0);
+}
+
 /** CPU time (ms) of every process whose command name is `comm` (e.g. all `postgres` backends). */
 export function commandCpuMs(comm: string): number {
   let total = 0;

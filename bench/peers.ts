@@ -16,6 +16,8 @@ export interface CerbosPeer {
   /** Batch b of those given to prepareBatches, over the minimal gRPC client. */
   rawBatch(b: number): Promise<boolean[]>;
   prepareBatches(groups: readonly (readonly number[])[]): void;
+  /** The minimal client's calls from now on go over `n` connections in turn (1 at start). */
+  rawConnections(n: number): void;
   close(): Promise<void>;
 }
 

@@ -21,13 +21,25 @@ import { serviceWorkload, traitgateRequest } from "./policy-workload.js";
  * concurrency}}` it measures audited decisions without the transport (the policy area's
  * `decisions.evaluate`, as the service handler calls it); on "stop" it reports the audit
  * writer's figures and exits.
+ *
+ * With a third argument "setup" (PostgreSQL only) it sets the schema up as above and closes
+ * the core, keeping the schema: it tells the parent `{token, database, schema, secrets}` for
+ * `traitgate serve --workers N` processes to serve that schema with the same keys; on "stop"
+ * it reports the decision record's size in the schema (no audit writer figures: the workers
+ * wrote them) and drops the schema.
  */
 
 const rules = Number(process.argv[2] ?? "200");
 const target = process.argv[3] ?? "pglite";
+const setupOnly = process.argv[4] === "setup";
 const password = "bench-password-long-enough";
 
-async function open(): Promise<{ db: Database; name: string; cleanup: () => Promise<void> }> {
+async function open(): Promise<{
+  db: Database;
+  name: string;
+  schema?: string;
+  cleanup: () => Promise<void>;
+}> {
   if (target === "pglite") {
     const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-policy-"));
     const db = await openDatabase({ dataDir: dir, log: createLogger({ level: "silent" }) });
@@ -44,11 +56,13 @@ async function open(): Promise<{ db: Database; name: string; cleanup: () => Prom
   return {
     db,
     name: "PostgreSQL",
+    schema,
     cleanup: () => db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`),
   };
 }
 
-const { db, name, cleanup } = await open();
+if (setupOnly && target === "pglite") throw new Error("setup: PostgreSQL only");
+const { db, name, schema, cleanup } = await open();
 const env = {
   JWT_SECRET: randomBytes(32).toString("base64url"),
   DATA_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
@@ -89,15 +103,32 @@ const res = await fetch(`${core.server.url}/auth/login`, {
   body: JSON.stringify({ username: "bench-service", password }),
 });
 const { token } = (await res.json()) as { token: string };
-process.send?.({
-  url: core.server.url,
-  token,
-  database: name,
-  version: core.policy.current().version,
-});
+if (setupOnly) {
+  await core.close();
+  const secrets = { JWT_SECRET: env.JWT_SECRET, DATA_ENCRYPTION_KEY: env.DATA_ENCRYPTION_KEY };
+  process.send?.({ token, database: name, schema, secrets });
+} else {
+  process.send?.({
+    url: core.server.url,
+    token,
+    database: name,
+    schema,
+    version: core.policy.current().version,
+  });
+}
 
 const requests = workload.requests.map((_, i) => traitgateRequest(workload, i));
 const caller = { kind: "service" as const, userId: "bench", roles: [] };
+
+// The parent gone (it failed or was killed): the schema is dropped all the same.
+let stopping = false;
+process.on("disconnect", async () => {
+  if (stopping) return;
+  if (!setupOnly) await core.close().catch(() => {});
+  await cleanup().catch(() => {});
+  await db.close().catch(() => {});
+  process.exit(1);
+});
 
 process.on("message", async (message) => {
   const measure = (message as { inProcess?: { seconds: number; concurrency: number } }).inProcess;
@@ -112,7 +143,8 @@ process.on("message", async (message) => {
     return;
   }
   if (message !== "stop") return;
-  const stats = core.audit.stats();
+  stopping = true;
+  const stats = setupOnly ? undefined : core.audit.stats();
   // The decision record's stored size (issue 17): each decision event's row ÷ the decisions
   // it holds, and the values those rows name (written once each).
   const { rows: sizes } = await db.query<{ action: string; events: string; bytes: number }>(
@@ -132,7 +164,7 @@ process.on("message", async (message) => {
     values: Number(values[0]?.values ?? 0),
     valueBytes: Number(values[0]?.bytes ?? 0),
   };
-  await core.close();
+  if (!setupOnly) await core.close();
   await cleanup().catch(() => {});
   await db.close();
   process.send?.({ stats, record }, () => process.exit(0));

@@ -3,6 +3,7 @@ import { pathToFileURL } from "node:url";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
+import pg from "pg";
 import {
   EvaluateBatchRequestSchema,
   EvaluateBatchResponseSchema,
@@ -11,9 +12,22 @@ import {
   PolicyService,
 } from "../gen/traitgate/policy/v1/policy_pb.js";
 import type { AuditWriterStats } from "../src/audit/index.js";
-import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
-import { type CpuSampler, commandCpuMs, type LoadResult, processCpuMs, runLoad } from "./load.js";
+import { grpcFrame, type RawGrpcClient, rawGrpcClient } from "./grpc-client.js";
+import {
+  type CpuSampler,
+  commandCpuMs,
+  type LoadResult,
+  processCpuMs,
+  processTreeCpuMs,
+  runLoad,
+} from "./load.js";
 import { type CerbosPeer, loadPeers } from "./peers.js";
+import {
+  cpuByProcess,
+  schemaConnection,
+  spreadConnections,
+  startWorkers,
+} from "./policy-workers.js";
 import {
   oracleAnswer,
   oracleAnswers,
@@ -35,34 +49,62 @@ import {
  * Cerbos, as the issue names), and one minimal client for both (bench/grpc-client.ts:
  * requests encoded before the run, answers decoded and checked), which leaves more of the
  * shared 2-core machine to the servers, so that those rows compare the servers.
+ *
+ * Then Traitgate as it runs on a machine of several cores, `traitgate serve --workers 2`
+ * (bench/policy-workers.ts) on the same PostgreSQL in a schema of its own, set up by
+ * bench/policy-server.ts; node:cluster hands out connections, not calls, so the minimal client
+ * spreads its calls over several connections (`BENCH_CONNECTIONS`, default 4), and Cerbos is
+ * driven over as many in rows of their own (beside its single-connection rows).
  */
 
 const rules = 200;
 const batchSize = 50;
 const defaultUrl = "postgres://postgres@127.0.0.1:5432/test";
+const workers = 2;
+const connections = Number(process.env.BENCH_CONNECTIONS ?? "4");
 
 interface Started {
   child: ChildProcess;
   url: string;
   token: string;
   database: string;
+  /** On PostgreSQL: the schema it made. */
+  schema?: string;
 }
 
-async function startTraitgate(database: string): Promise<Started> {
+/** bench/policy-server.ts set up a schema for `serve --workers` and closed its core. */
+interface SetUp {
+  child: ChildProcess;
+  token: string;
+  database: string;
+  schema: string;
+  secrets: Record<string, string>;
+}
+
+/** Forks bench/policy-server.ts; resolves with its first message. */
+async function forkServer<T>(
+  args: string[],
+  execArgv: string[] = [],
+): Promise<T & { child: ChildProcess }> {
   const script = new URL("./policy-server.js", import.meta.url);
+  const child = fork(script, [String(rules), ...args], {
+    stdio: ["ignore", "ignore", "inherit", "ipc"],
+    execArgv,
+  });
+  const ready = await new Promise<T>((resolve, reject) => {
+    child.once("message", (m) => resolve(m as T));
+    child.once("exit", (code) => reject(new Error(`policy server exited with ${code}`)));
+  });
+  return { child, ...ready };
+}
+
+function startTraitgate(database: string): Promise<Started> {
   // BENCH_PROFILE_DIR: write the server's CPU profile there (node --cpu-prof).
   const profile = process.env.BENCH_PROFILE_DIR;
-  const child = fork(script, [String(rules), database], {
-    stdio: ["ignore", "ignore", "inherit", "ipc"],
-    execArgv: profile ? ["--cpu-prof", `--cpu-prof-dir=${profile}`] : [],
-  });
-  const ready = await new Promise<{ url: string; token: string; database: string }>(
-    (resolve, reject) => {
-      child.once("message", (m) => resolve(m as { url: string; token: string; database: string }));
-      child.once("exit", (code) => reject(new Error(`policy server exited with ${code}`)));
-    },
+  return forkServer<Omit<Started, "child">>(
+    [database],
+    profile ? ["--cpu-prof", `--cpu-prof-dir=${profile}`] : [],
   );
-  return { child, ...ready };
 }
 
 /** The decision record's stored size, as bench/policy-server.ts measures it at stop. */
@@ -72,12 +114,23 @@ interface RecordSize {
   valueBytes: number;
 }
 
+/**
+ * "stop" to bench/policy-server.ts: its figures (no audit writer's for a set-up), then its
+ * exit. It drops its schema; if it had died before, the schema is dropped here.
+ */
 async function stopTraitgate(
-  s: Started,
-): Promise<{ stats: AuditWriterStats; record: RecordSize } | undefined> {
-  const stats = new Promise<{ stats: AuditWriterStats; record: RecordSize } | undefined>(
+  s: { child: ChildProcess; schema?: string },
+  url: string,
+): Promise<{ stats?: AuditWriterStats; record: RecordSize } | undefined> {
+  if (s.child.exitCode !== null || s.child.signalCode !== null) {
+    if (s.schema !== undefined) await dropSchema(url, s.schema).catch(() => {});
+    return undefined;
+  }
+  const stats = new Promise<{ stats?: AuditWriterStats; record: RecordSize } | undefined>(
     (resolve) => {
-      s.child.once("message", (m) => resolve(m as { stats: AuditWriterStats; record: RecordSize }));
+      s.child.once("message", (m) =>
+        resolve(m as { stats?: AuditWriterStats; record: RecordSize }),
+      );
       s.child.once("exit", () => resolve(undefined));
     },
   );
@@ -85,7 +138,20 @@ async function stopTraitgate(
   const result = await stats;
   await new Promise((r) => setTimeout(r, 200));
   if (s.child.exitCode === null) s.child.kill();
+  if (result === undefined && s.schema !== undefined) {
+    await dropSchema(url, s.schema).catch(() => {});
+  }
   return result;
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  } finally {
+    await client.end();
+  }
 }
 
 /** Requests grouped by user, in chunks of up to 50: a Cerbos batch has one principal. */
@@ -126,90 +192,40 @@ interface Scenario {
   result: LoadResult;
 }
 
-export async function benchPolicyService(seconds: number): Promise<string> {
-  const { workload: w, dropped } = serviceWorkload(rules);
-  const checked = 1_000;
-  const oracle = oracleAnswers(w, checked);
-  const groups = batches(w);
-  const notes: string[] = [
-    `- workload: ${w.doc.rules.length} rules (${dropped} of ${rules} left out: activation refuses rules the analysis proves dead; no decision changes), ${w.requests.length} requests, batches of ${batchSize} requests of one user (${groups.length} batches)`,
-  ];
-  const scenarios: Scenario[] = [];
-  // CPU per call of each party (load generator, the server under test, PostgreSQL) over the
-  // measured window: what a call costs whatever the shared machine does to latency.
-  let serverPid = -1;
-  const cpu: CpuSampler = () => {
-    const self = process.cpuUsage();
-    return {
-      client: (self.user + self.system) / 1000,
-      server: processCpuMs(serverPid),
-      postgres: commandCpuMs("postgres"),
-    };
-  };
-  const load = (name: string, fn: () => Promise<unknown>, concurrency: number) =>
-    runLoad(name, fn, { concurrency, seconds, warmupSeconds: Math.min(1, seconds / 3), cpu });
-
-  // Traitgate.
-  let database = process.env.BENCH_DATABASE_URL?.trim() || defaultUrl;
-  let server: Started;
-  try {
-    server = await startTraitgate(database);
-  } catch {
-    notes.push("- PostgreSQL unreachable: Traitgate ran on PGlite in a temporary directory");
-    database = "pglite";
-    server = await startTraitgate(database);
-  }
-  serverPid = server.child.pid ?? -1;
-  const client = createClient(PolicyService, createGrpcTransport({ baseUrl: server.url }));
-  const headers = { authorization: `Bearer ${server.token}` };
-  const requests = w.requests.map((_, i) => {
-    const r = traitgateRequest(w, i);
-    return { traits: [...r.traits], context: r.context };
-  });
-  for (let i = 0; i < checked; i++) {
-    const got = await client.evaluate(requests[i]!, { headers });
-    if ((got.decision === "allow") !== oracle[i]) {
-      throw new Error(`traitgate service differs from the reference on request ${i}`);
-    }
-  }
-  await checkBatches(
-    groups,
-    w,
-    async (group) => {
-      const out = await client.evaluateBatch(
-        { requests: group.map((i) => requests[i]!) },
-        { headers },
-      );
-      return out.decisions.map((d) => d.decision === "allow");
-    },
-    "traitgate service",
+/** The note on the decision record's stored size (issue 17 targets), from policy-server's query. */
+function recordNote({ sizes, values, valueBytes }: RecordSize, of: string): string {
+  const decisions = sizes.reduce(
+    (n, r) => n + r.events * (r.action === "policy_decision_batch" ? batchSize : 1),
+    0,
   );
-  let n = 0;
-  const unary = () => client.evaluate(requests[n++ % requests.length]!, { headers });
-  let g = 0;
-  const batch = () =>
-    client.evaluateBatch(
-      { requests: groups[g++ % groups.length]!.map((i) => requests[i]!) },
-      { headers },
-    );
-  for (const c of [1, 64]) {
-    scenarios.push({
-      engine: "traitgate",
-      client: "library",
-      kind: "unary",
-      result: await load("Evaluate", unary, c),
-    });
+  const size = (action: string, target: number) => {
+    const r = sizes.find((x) => x.action === action);
+    return r === undefined
+      ? "none"
+      : `${Math.round(r.bytes)} bytes per decision over ${r.events.toLocaleString("en-US")} events (target ≤ ${target}: ${r.bytes <= target ? "met" : "NOT met"})`;
+  };
+  return `- decision record of ${of} (pg_column_size of each decision event's row ÷ its decisions): unary ${size("policy_decision", 512)}; in batches ${size("policy_decision_batch", 128)}; the ${values.toLocaleString("en-US")} values they name (audit_values, written once each) ${valueBytes.toLocaleString("en-US")} bytes in all, ${decisions > 0 ? Math.round(valueBytes / decisions) : 0} bytes per decision of the run`;
+}
+
+/** A command's log lines, counted by message: `2 × "…"`. */
+function loggedMessages(output: string): string {
+  const counts = new Map<string, number>();
+  for (const line of output.split("\n")) {
+    if (line.trim() === "") continue;
+    let msg = line;
+    try {
+      msg = String((JSON.parse(line) as { msg?: unknown }).msg ?? line);
+    } catch {
+      // Not a log line: counted as it is.
+    }
+    msg = msg.length > 100 ? `${msg.slice(0, 100)}…` : msg;
+    counts.set(msg, (counts.get(msg) ?? 0) + 1);
   }
-  for (const c of [1, 8]) {
-    scenarios.push({
-      engine: "traitgate",
-      client: "library",
-      kind: "batch",
-      result: await load("EvaluateBatch", batch, c),
-    });
-  }
-  // The same calls over the minimal client, encoded beforehand.
-  const raw = rawGrpcClient(server.url);
+  return [...counts].map(([msg, n]) => `${n} × "${msg}"`).join("; ");
+}
+
+/** Evaluate and EvaluateBatch over the minimal client, every request encoded once. */
+function minimalCalls(requests: EvaluateRequestShape[], groups: number[][]) {
   const unaryFrames = requests.map((r) =>
     grpcFrame(toBinary(EvaluateRequestSchema, create(EvaluateRequestSchema, r))),
   );
@@ -223,72 +239,256 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   );
   const evaluatePath = "/traitgate.policy.v1.PolicyService/Evaluate";
   const batchPath = "/traitgate.policy.v1.PolicyService/EvaluateBatch";
-  const rawUnary = async (i: number) =>
-    fromBinary(EvaluateResponseSchema, await raw.call(evaluatePath, unaryFrames[i]!, headers))
-      .decision === "allow";
-  const rawBatch = async (b: number) =>
-    fromBinary(
-      EvaluateBatchResponseSchema,
-      await raw.call(batchPath, batchFrames[b]!, headers),
-    ).decisions.map((d) => d.decision === "allow");
-  for (let i = 0; i < checked; i++) {
-    if ((await rawUnary(i)) !== oracle[i]) {
-      throw new Error(`traitgate service (minimal client) differs on request ${i}`);
+  return (raw: RawGrpcClient, headers: Record<string, string>) => ({
+    unary: async (i: number) =>
+      fromBinary(EvaluateResponseSchema, await raw.call(evaluatePath, unaryFrames[i]!, headers))
+        .decision === "allow",
+    batch: async (b: number) =>
+      fromBinary(
+        EvaluateBatchResponseSchema,
+        await raw.call(batchPath, batchFrames[b]!, headers),
+      ).decisions.map((d) => d.decision === "allow"),
+  });
+}
+
+type EvaluateRequestShape = {
+  traits: string[];
+  context: ReturnType<typeof traitgateRequest>["context"];
+};
+
+export async function benchPolicyService(seconds: number): Promise<string> {
+  const { workload: w, dropped } = serviceWorkload(rules);
+  const checked = 1_000;
+  const oracle = oracleAnswers(w, checked);
+  const groups = batches(w);
+  const notes: string[] = [
+    `- workload: ${w.doc.rules.length} rules (${dropped} of ${rules} left out: activation refuses rules the analysis proves dead; no decision changes), ${w.requests.length} requests, batches of ${batchSize} requests of one user (${groups.length} batches)`,
+  ];
+  const scenarios: Scenario[] = [];
+  // CPU per call of each party (load generator, the server under test, PostgreSQL) over the
+  // measured window: what a call costs whatever the shared machine does to latency.
+  let serverCpu = () => Number.NaN;
+  const cpu: CpuSampler = () => {
+    const self = process.cpuUsage();
+    return {
+      client: (self.user + self.system) / 1000,
+      server: serverCpu(),
+      postgres: commandCpuMs("postgres"),
+    };
+  };
+  const load = (name: string, fn: () => Promise<unknown>, concurrency: number) =>
+    runLoad(name, fn, { concurrency, seconds, warmupSeconds: Math.min(1, seconds / 3), cpu });
+  const requests: EvaluateRequestShape[] = w.requests.map((_, i) => {
+    const r = traitgateRequest(w, i);
+    return { traits: [...r.traits], context: r.context };
+  });
+  const minimal = minimalCalls(requests, groups);
+
+  /** The minimal client's calls checked against the reference evaluator, then timed. */
+  async function runMinimal(
+    calls: { unary: (i: number) => Promise<boolean>; batch: (b: number) => Promise<boolean[]> },
+    engine: string,
+    client: string,
+    names: readonly [string, string] = ["Evaluate", "EvaluateBatch"],
+  ): Promise<void> {
+    for (let i = 0; i < checked; i++) {
+      if ((await calls.unary(i)) !== oracle[i]) {
+        throw new Error(`${engine} (${client} client) differs on request ${i}`);
+      }
+    }
+    await checkBatches(
+      groups,
+      w,
+      (group) => calls.batch(groups.indexOf(group)),
+      `${engine} (${client} client)`,
+    );
+    let rn = 0;
+    let rg = 0;
+    for (const c of [1, 64]) {
+      scenarios.push({
+        engine,
+        client,
+        kind: "unary",
+        result: await load(names[0], () => calls.unary(rn++ % requests.length), c),
+      });
+    }
+    for (const c of [1, 8]) {
+      scenarios.push({
+        engine,
+        client,
+        kind: "batch",
+        result: await load(names[1], () => calls.batch(rg++ % groups.length), c),
+      });
     }
   }
-  await checkBatches(
-    groups,
-    w,
-    (group) => rawBatch(groups.indexOf(group)),
-    "traitgate service (minimal client)",
-  );
-  let rn = 0;
-  let rg = 0;
-  for (const c of [1, 64]) {
-    scenarios.push({
-      engine: "traitgate",
-      client: "minimal",
-      kind: "unary",
-      result: await load("Evaluate", () => rawUnary(rn++ % requests.length), c),
-    });
+
+  // Traitgate, one process.
+  let database = process.env.BENCH_DATABASE_URL?.trim() || defaultUrl;
+  let server: Started;
+  try {
+    server = await startTraitgate(database);
+  } catch {
+    notes.push("- PostgreSQL unreachable: Traitgate ran on PGlite in a temporary directory");
+    database = "pglite";
+    server = await startTraitgate(database);
   }
-  for (const c of [1, 8]) {
-    scenarios.push({
-      engine: "traitgate",
-      client: "minimal",
-      kind: "batch",
-      result: await load("EvaluateBatch", () => rawBatch(rg++ % groups.length), c),
-    });
+  const postgresUrl = database;
+  let stopped: Awaited<ReturnType<typeof stopTraitgate>>;
+  try {
+    const pid = server.child.pid ?? -1;
+    serverCpu = () => processCpuMs(pid);
+    await runSingleProcess(server);
+  } catch (err) {
+    const { exitCode, signalCode } = server.child;
+    if (exitCode === null && signalCode === null) throw err;
+    throw new Error(
+      `${(err as Error).message}; the policy server had exited (${exitCode ?? signalCode})`,
+      {
+        cause: err,
+      },
+    );
+  } finally {
+    stopped = await stopTraitgate(server, database);
   }
-  raw.close();
-  // The same audited decisions without the transport, in the server process.
-  for (const c of [1, 64]) {
-    const result = await new Promise<LoadResult>((resolve) => {
-      server.child.once("message", (m) => resolve((m as { result: LoadResult }).result));
-      server.child.send({ inProcess: { seconds, concurrency: c } });
-    });
-    scenarios.push({ engine: "traitgate", client: "", kind: "in-process", result });
-  }
-  const stopped = await stopTraitgate(server);
   const stats = stopped?.stats;
   notes.push(
     `- Traitgate on ${server.database}, durable audit: ${stats?.events ?? "?"} audit events in ${stats?.transactions ?? "?"} transactions (largest group ${stats?.largestBatch ?? "?"}), ${stats?.failedTransactions ?? "?"} failed`,
   );
-  if (stopped !== undefined) {
-    const { sizes, values, valueBytes } = stopped.record;
-    const decisions = sizes.reduce(
-      (n, r) => n + r.events * (r.action === "policy_decision_batch" ? batchSize : 1),
-      0,
+  if (stopped !== undefined) notes.push(recordNote(stopped.record, "the one-process server"));
+
+  async function runSingleProcess(server: Started): Promise<void> {
+    const client = createClient(PolicyService, createGrpcTransport({ baseUrl: server.url }));
+    const headers = { authorization: `Bearer ${server.token}` };
+    for (let i = 0; i < checked; i++) {
+      const got = await client.evaluate(requests[i]!, { headers });
+      if ((got.decision === "allow") !== oracle[i]) {
+        throw new Error(`traitgate service differs from the reference on request ${i}`);
+      }
+    }
+    await checkBatches(
+      groups,
+      w,
+      async (group) => {
+        const out = await client.evaluateBatch(
+          { requests: group.map((i) => requests[i]!) },
+          { headers },
+        );
+        return out.decisions.map((d) => d.decision === "allow");
+      },
+      "traitgate service",
     );
-    const size = (action: string, target: number) => {
-      const r = sizes.find((x) => x.action === action);
-      return r === undefined
-        ? "none"
-        : `${Math.round(r.bytes)} bytes per decision over ${r.events.toLocaleString("en-US")} events (target ≤ ${target}: ${r.bytes <= target ? "met" : "NOT met"})`;
-    };
-    notes.push(
-      `- decision record (pg_column_size of each decision event's row ÷ its decisions): unary ${size("policy_decision", 512)}; in batches ${size("policy_decision_batch", 128)}; the ${values.toLocaleString("en-US")} values they name (audit_values, written once each) ${valueBytes.toLocaleString("en-US")} bytes in all, ${decisions > 0 ? Math.round(valueBytes / decisions) : 0} bytes per decision of the run`,
-    );
+    let n = 0;
+    const unary = () => client.evaluate(requests[n++ % requests.length]!, { headers });
+    let g = 0;
+    const batch = () =>
+      client.evaluateBatch(
+        { requests: groups[g++ % groups.length]!.map((i) => requests[i]!) },
+        { headers },
+      );
+    for (const c of [1, 64]) {
+      scenarios.push({
+        engine: "traitgate",
+        client: "library",
+        kind: "unary",
+        result: await load("Evaluate", unary, c),
+      });
+    }
+    for (const c of [1, 8]) {
+      scenarios.push({
+        engine: "traitgate",
+        client: "library",
+        kind: "batch",
+        result: await load("EvaluateBatch", batch, c),
+      });
+    }
+    // The same calls over the minimal client, encoded beforehand.
+    const raw = rawGrpcClient(server.url);
+    try {
+      await runMinimal(minimal(raw, headers), "traitgate", "minimal");
+    } finally {
+      raw.close();
+    }
+    // The same audited decisions without the transport, in the server process.
+    for (const c of [1, 64]) {
+      const result = await new Promise<LoadResult>((resolve) => {
+        server.child.once("message", (m) => resolve((m as { result: LoadResult }).result));
+        server.child.send({ inProcess: { seconds, concurrency: c } });
+      });
+      scenarios.push({ engine: "traitgate", client: "", kind: "in-process", result });
+    }
+  }
+
+  // Traitgate as `serve --workers 2` on the same PostgreSQL, in a schema of its own.
+  const workersEngine = `traitgate --workers ${workers}`;
+  if (postgresUrl === "pglite") notes.push(`- ${workersEngine} not run: it needs PostgreSQL`);
+  else {
+    const setUp = await forkServer<Omit<SetUp, "child">>([postgresUrl, "setup"]);
+    let record: RecordSize | undefined;
+    try {
+      await runWorkers(setUp);
+    } finally {
+      // The schema's decision record, then the schema dropped.
+      record = (await stopTraitgate(setUp, postgresUrl))?.record;
+    }
+    if (record !== undefined) notes.push(recordNote(record, `${workersEngine}`));
+  }
+
+  async function runWorkers(setUp: SetUp): Promise<void> {
+    const started = await startWorkers({
+      workers,
+      connection: schemaConnection(postgresUrl, setUp.schema),
+      secrets: setUp.secrets,
+    });
+    const headers = { authorization: `Bearer ${setUp.token}` };
+    let raw = rawGrpcClient(started.url, { connections });
+    try {
+      // Each connection is opened by a call on it; until every worker holds its share.
+      const spread = await spreadConnections(
+        started,
+        workers,
+        async () => {
+          raw = rawGrpcClient(started.url, { connections });
+          const check = minimal(raw, headers);
+          for (let k = 0; k < connections; k++) await check.unary(k);
+          return raw.localPorts();
+        },
+        () => raw.close(),
+      );
+      // Fresh processes, warmed up untimed as the one-process server was by its library rows.
+      const warm = minimal(raw, headers);
+      let k = 0;
+      const untimed = { seconds: 2 * seconds, warmupSeconds: 0 };
+      await runLoad("warm-up", () => warm.unary(k++ % requests.length), {
+        ...untimed,
+        concurrency: 64,
+      });
+      await runLoad("warm-up", () => warm.batch(k++ % groups.length), {
+        ...untimed,
+        concurrency: 8,
+      });
+      const pids = started.workerPids();
+      serverCpu = () => processTreeCpuMs(started.pid);
+      const before = cpuByProcess(pids);
+      await runMinimal(minimal(raw, headers), workersEngine, `minimal, ${connections} connections`);
+      const after = cpuByProcess(pids);
+      const split = pids.map(
+        (p) => `${(((after.get(p) ?? 0) - (before.get(p) ?? 0)) / 1000).toFixed(1)} s`,
+      );
+      notes.push(
+        `- ${workersEngine}: \`traitgate serve --workers ${workers}\` (dist/src/cli.js, LOG_LEVEL=warn) on ${setUp.database} in a schema of its own, set up by the one-process core (traits, policy, user, token) before the workers started; durable audit; warmed up untimed (Evaluate at 64 and EvaluateBatch at 8 in flight, ${2 * seconds} s each), then checked against the reference; server CPU is the primary's and its workers'; ${connections} connections held by the workers ${[...spread.values()].join(" + ")}; CPU of each worker over its rows ${split.join(" + ")}`,
+      );
+      const logged = loggedMessages(started.output());
+      if (logged !== "") notes.push(`- ${workersEngine} logged (warn and above): ${logged}`);
+    } catch (err) {
+      // What the workers logged tells why (a worker that died, the database).
+      throw new Error(
+        `${workersEngine}: ${(err as Error).message}; it logged: ${started.output().slice(-3000)}`,
+        { cause: err },
+      );
+    } finally {
+      raw.close();
+      await started.stop();
+    }
   }
 
   // Cerbos: with its decision log (the peer Traitgate is compared with), then without.
@@ -312,7 +512,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   }
 
   async function runCerbos(peer: CerbosPeer, audit: boolean): Promise<void> {
-    serverPid = peer.pid;
+    serverCpu = () => processCpuMs(peer.pid);
     const engine = `cerbos ${peer.version}${audit ? ", decision log" : ", no audit"}`;
     let m = 0;
     let h = 0;
@@ -349,40 +549,15 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       }
     }
     peer.prepareBatches(groups);
-    for (let i = 0; i < checked; i++) {
-      if ((await peer.rawUnary(i)) !== oracle[i]) {
-        throw new Error(`cerbos (minimal client) differs from the reference on request ${i}`);
-      }
-    }
-    await checkBatches(
-      groups,
-      w,
-      (group) => peer.rawBatch(groups.indexOf(group)),
-      "cerbos (minimal client)",
-    );
-    for (const c of [1, 64]) {
-      scenarios.push({
-        engine,
-        client: "minimal",
-        kind: "unary",
-        result: await load(
-          "CheckResources (1 resource)",
-          () => peer.rawUnary(m++ % w.requests.length),
-          c,
-        ),
-      });
-    }
-    for (const c of [1, 8]) {
-      scenarios.push({
-        engine,
-        client: "minimal",
-        kind: "batch",
-        result: await load(
-          "CheckResources (50 resources)",
-          () => peer.rawBatch(h++ % groups.length),
-          c,
-        ),
-      });
+    const calls = {
+      unary: (i: number) => peer.rawUnary(i),
+      batch: (b: number) => peer.rawBatch(b),
+    };
+    const names = ["CheckResources (1 resource)", "CheckResources (50 resources)"] as const;
+    await runMinimal(calls, engine, "minimal", names);
+    if (connections > 1) {
+      peer.rawConnections(connections);
+      await runMinimal(calls, engine, `minimal, ${connections} connections`, names);
     }
     notes.push(
       audit
@@ -403,10 +578,9 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     );
   const rows = scenarios.map((s) => {
     const r = s.result;
-    const peer =
-      s.engine === "traitgate"
-        ? find("cerbos", s.client, s.kind, r.concurrency, "decision log")
-        : undefined;
+    const peer = s.engine.startsWith("traitgate")
+      ? find("cerbos", s.client, s.kind, r.concurrency, "decision log")
+      : undefined;
     const ratio = peer ? `${(r.rps / peer.result.rps).toFixed(2)}×` : "";
     const cpuOf = (party: string) => {
       const us = r.cpuUsPerRequest?.[party];
@@ -422,7 +596,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     ...rows,
     "",
     ...notes,
-    "- CPU µs/call: CPU time of the load generator (this process), the server under test (Traitgate's process or the Cerbos PDP) and every PostgreSQL process, over the measured window, per call (from /proc, 10 ms ticks; none for the in-process rows)",
+    "- CPU µs/call: CPU time of the load generator (this process), the server under test (Traitgate's process, the `--workers` primary and its workers together, or the Cerbos PDP) and every PostgreSQL process, over the measured window, per call (from /proc, 10 ms ticks; none for the in-process rows)",
     `- both answered the first ${checked} requests (unary) and 10 batches (500 requests) as the reference evaluator did before they were timed`,
   ].join("\n");
 }

@@ -42,6 +42,8 @@ export interface CerbosPeer {
   rawBatch(b: number): Promise<boolean[]>;
   /** Encodes the batches that rawBatch(b) sends. */
   prepareBatches(groups: readonly (readonly number[])[]): void;
+  /** The minimal client's calls from now on go over `n` connections in turn (1 at start). */
+  rawConnections(n: number): void;
   close(): Promise<void>;
 }
 
@@ -155,7 +157,8 @@ export async function startCerbos(
   };
 
   // The same requests, encoded once for the minimal client.
-  const raw = rawGrpcClient(`http://127.0.0.1:${grpcPort}`);
+  const grpcUrl = `http://127.0.0.1:${grpcPort}`;
+  let raw = rawGrpcClient(grpcUrl);
   const checkResources = "/cerbos.svc.v1.CerbosService/CheckResources";
   const encode = (indices: readonly number[], tag: string) => {
     const u = w.requests[indices[0]!]![0];
@@ -241,6 +244,10 @@ export async function startCerbos(
     rawBatch(b) {
       const batch = batchFrames[b]!;
       return decide(batch.frame, batch.actions);
+    },
+    rawConnections(n) {
+      raw.close();
+      raw = rawGrpcClient(grpcUrl, { connections: n });
     },
     close: stop,
   };
