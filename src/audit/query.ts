@@ -5,6 +5,7 @@ import { decisionRefs, expandDecisionDetails } from "./decision-record.js";
 import type { JsonObject, JsonValue } from "./details.js";
 import { actorTypes, outcomes } from "./event.js";
 import { readValueTexts } from "./store.js";
+import { valueMatches } from "./values.js";
 
 /**
  * Reading the audit log: filtered, keyset-paginated on `seq`. The API lists newest first;
@@ -109,12 +110,20 @@ export async function readAuditEvents(
   const parsed = rows.map((row) => JSON.parse(row.details) as JsonObject);
   const refs = rows.flatMap((row, i) => decisionRefs(row.action, parsed[i]!));
   const values = new Map<string, JsonValue>();
+  // A value is shown only while it still hashes to its ref: an edited audit_values row is
+  // named (`altered_refs`), never shown as what was decided, before `audit verify` runs.
+  const altered = new Set<string>();
   for (const [ref, text] of await readValueTexts(db, refs)) {
-    values.set(ref, JSON.parse(text) as JsonValue);
+    if (valueMatches(ref, text)) values.set(ref, JSON.parse(text) as JsonValue);
+    else altered.add(ref);
   }
   return rows.map((row, i) => {
     const stored = parsed[i]!;
-    const details = expandDecisionDetails(row.action, row.id, stored, values);
+    let details = expandDecisionDetails(row.action, row.id, stored, values);
+    if (altered.size > 0) {
+      const named = decisionRefs(row.action, stored).filter((ref) => altered.has(ref));
+      if (named.length > 0) details = { ...details, altered_refs: [...new Set(named)] };
+    }
     return {
       seq: row.seq,
       id: row.id,

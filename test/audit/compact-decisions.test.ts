@@ -194,6 +194,11 @@ describe.each(databaseTargets())("compact decision records, on $name", (target) 
       ok: false,
       firstBroken: { id: first?.id, reason: "value_mismatch" },
     });
+    // The reader (audit API, console, export) never shows the edited value as what was
+    // decided: it names the ref as altered, and the traits are not there.
+    const [altered] = await events("policy_decision");
+    expect(altered?.details).toMatchObject({ altered_refs: [ref[0]], unresolved_refs: [ref[0]] });
+    expect(JSON.stringify(altered?.details)).not.toContain("role:admin");
     await tampered("DELETE FROM audit_values WHERE ref = $1");
     expect(await verifyAuditChain(db)).toMatchObject({
       ok: false,
