@@ -44,6 +44,12 @@ describe.skipIf(!url)("login throttling across two serve processes", { timeout: 
       DATA_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString("base64"),
       PORT: "0",
       HOST: "127.0.0.1",
+      // The test holds the counters' table locked until every attempt waits for it, and the
+      // attempts beyond a pool's connections wait for one: on a loaded machine that takes
+      // longer than the default bounds (2 s a statement, 1 s for a connection), which would
+      // answer 503 DATABASE_UNAVAILABLE instead of the throttle's verdict.
+      DB_STATEMENT_TIMEOUT_MS: "60000",
+      DB_ACQUIRE_TIMEOUT_MS: "60000",
     };
     const created = await runCli(["users", "create", "--username", "victim"], {
       ...env,
