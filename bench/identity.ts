@@ -1,10 +1,11 @@
-import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
+import { startChild } from "./children.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { compareLoginWithTotp } from "./identity-mfa.js";
 import {
@@ -61,22 +62,18 @@ async function startServer(
     [cli, "apikeys", "create", "--name", "bench", "--scope", "users:write"],
     { env, stdio: ["ignore", "pipe", "inherit"], encoding: "utf8" },
   ).trim();
-  const child = spawn(process.execPath, [cli, "serve"], {
+  // Started as the other benchmarks start their servers (bench/children.ts): once it is
+  // listening, the access line of every call is only kept, not searched again.
+  const coreArgs = (process.env.BENCH_CORE_NODE_ARGS ?? "").split(" ").filter(Boolean);
+  const server = await startChild(
+    process.execPath,
+    [...coreArgs, cli, "serve"],
     env,
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let buffered = "";
-    child.stdout?.on("data", (chunk: Buffer) => {
-      buffered += chunk.toString();
-      for (const line of buffered.split("\n")) {
-        if (line.includes("traitgate listening"))
-          resolve((JSON.parse(line) as { url: string }).url);
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}`)));
-  });
-  child.stdout?.resume();
+    /"url":"([^"]+)"[^\n]*"msg":"traitgate listening"/,
+  );
+  const url = server.match?.[1];
+  if (url === undefined) throw new Error("the server did not say where it listens");
+  const child = server.child;
   return { url, child, dir, apiKey };
 }
 

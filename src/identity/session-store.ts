@@ -72,14 +72,16 @@ export function createSessionStore(db: Database, options: SessionStoreOptions): 
       const sessionId = randomUUID();
       const refreshToken = newRefreshToken();
       const refreshExpiresIn = Math.min(ttl, maxLifetimeSeconds);
-      await db.transaction(async (tx) => {
-        await tx.query("INSERT INTO sessions (id, user_id) VALUES ($1, $2)", [sessionId, userId]);
-        await tx.query(
-          `INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
-           VALUES ($1, $2, now() + make_interval(secs => $3))`,
-          [hashRefreshToken(refreshToken), sessionId, refreshExpiresIn],
-        );
-      });
+      // The session and its first refresh token in one statement, atomic as a transaction
+      // would be, without its BEGIN and COMMIT (on PGlite each runs on the event loop).
+      await db.query(
+        `WITH session AS (
+           INSERT INTO sessions (id, user_id) VALUES ($1, $2) RETURNING id
+         )
+         INSERT INTO refresh_tokens (token_hash, session_id, expires_at)
+         SELECT $3::text, id, now() + make_interval(secs => $4::float8) FROM session`,
+        [sessionId, userId, hashRefreshToken(refreshToken), refreshExpiresIn],
+      );
       return { sessionId, refreshToken, refreshExpiresIn, sessionExpiresIn: maxLifetimeSeconds };
     },
 

@@ -1,5 +1,5 @@
 import { mkdir } from "node:fs/promises";
-import { type ParserOptions, PGlite, type Results } from "@electric-sql/pglite";
+import { PGlite, type Results } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { fromSql } from "pgvector";
 import type { Logger } from "../log.js";
@@ -49,28 +49,30 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
     "embedded database (PGlite) open",
   );
 
-  // Parsers passed with each query: pgvector's types as number[] (as pgvector/pg does on pg),
-  // once a migration has created the extension; their type ids differ per database.
-  const parsers: ParserOptions = {};
+  // pgvector's types as number[] (as pgvector/pg does on pg), once a migration has created the
+  // extension; their type ids differ per database. Set on the instance, not passed with each
+  // query: PGlite copies its whole parser table (one entry per type and array type, hundreds)
+  // into a new object for every query given parsers of its own, a few hundred microseconds on
+  // the event loop per statement.
   async function refreshTypes(): Promise<void> {
     await pglite.refreshArrayTypes(); // arrays of types that migrations created
     const { rows } = await pglite.query<{ oid: number | string }>(
       "SELECT oid FROM pg_type WHERE typname IN ('vector', 'halfvec', 'sparsevec')",
     );
-    for (const { oid } of rows) parsers[Number(oid)] = (value) => fromSql(value);
+    for (const { oid } of rows) pglite.parsers[Number(oid)] = (value) => fromSql(value);
   }
 
   const conn: Executor = {
     async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       try {
-        return toResult(await pglite.query<R>(sql, params ? [...params] : undefined, { parsers }));
+        return toResult(await pglite.query<R>(sql, params ? [...params] : undefined));
       } catch (err) {
         throw withoutParams(err);
       }
     },
     async exec(script) {
       try {
-        await pglite.exec(script, { parsers });
+        await pglite.exec(script);
       } catch (err) {
         throw withoutParams(err);
       }
