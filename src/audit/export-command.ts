@@ -81,6 +81,8 @@ export const exportLine = (e: AuditEventRow): string =>
     details: e.details,
     // A compact decision record: what the hash covers (details above resolve its refs).
     ...(e.storedDetails ? { stored_details: e.storedDetails } : {}),
+    // The values stored_details names, by ref: each ref is sha256 of its value's canonical JSON.
+    ...(e.values ? { values: e.values } : {}),
     prev_hash: e.prevHash,
     hash: e.hash,
   })}\n`;

@@ -42,6 +42,11 @@ export interface AuditEventRow {
   details: JsonObject;
   /** The details as stored and hashed, when they differ from `details` (a compact record). */
   storedDetails?: JsonObject;
+  /**
+   * A compact record's values by ref, those that still hash to their ref: with
+   * `storedDetails`, what an offline verifier needs (`audit export` writes them).
+   */
+  values?: Record<string, JsonValue>;
   prevHash: string;
   hash: string;
 }
@@ -120,10 +125,10 @@ export async function readAuditEvents(
   return rows.map((row, i) => {
     const stored = parsed[i]!;
     let details = expandDecisionDetails(row.action, row.id, stored, values);
-    if (altered.size > 0) {
-      const named = decisionRefs(row.action, stored).filter((ref) => altered.has(ref));
-      if (named.length > 0) details = { ...details, altered_refs: [...new Set(named)] };
-    }
+    const named = [...new Set(decisionRefs(row.action, stored))];
+    const changed = named.filter((ref) => altered.has(ref));
+    if (changed.length > 0) details = { ...details, altered_refs: changed };
+    const known = named.filter((ref) => values.has(ref));
     return {
       seq: row.seq,
       id: row.id,
@@ -138,6 +143,9 @@ export async function readAuditEvents(
       userAgent: row.user_agent,
       details,
       ...(details !== stored ? { storedDetails: stored } : {}),
+      ...(known.length > 0
+        ? { values: Object.fromEntries(known.map((ref) => [ref, values.get(ref) as JsonValue])) }
+        : {}),
       prevHash: row.prev_hash,
       hash: row.hash,
     };

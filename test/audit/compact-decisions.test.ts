@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { canonicalJson } from "../../src/audit/canonical.js";
+import type { JsonValue } from "../../src/audit/details.js";
 import {
   type AuditEventRow,
   type AuditWriter,
@@ -7,6 +9,7 @@ import {
   runAuditExport,
   verifyAuditChain,
 } from "../../src/audit/index.js";
+import { valueRef } from "../../src/audit/values.js";
 import { silentLogger } from "../../src/log.js";
 import { createPolicyDecisions, type DecisionCaller } from "../../src/policy/decisions.js";
 import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
@@ -153,6 +156,15 @@ describe.each(databaseTargets())("compact decision records, on $name", (target) 
     expect(exported).toHaveLength(5);
     expect(exported[0]?.details?.traits).toEqual(traits);
     expect(exported[0]?.stored_details?.refs).toHaveLength(2);
+    // Each line carries the values its stored details name, so that it verifies offline: each
+    // ref is the hash of its value's canonical JSON.
+    for (const line of exported) {
+      const refs = line.stored_details?.refs as string[];
+      expect(Object.keys(line.values ?? {}).sort()).toEqual([...new Set(refs)].sort());
+      for (const [ref, value] of Object.entries(line.values ?? {})) {
+        expect(valueRef(canonicalJson(value as JsonValue))).toBe(ref);
+      }
+    }
   });
 
   it("keeps a unary decision's row under 512 bytes and a batched one under 128", async () => {
