@@ -55,15 +55,18 @@ export function isSensitiveKey(key: string): boolean {
     const folded = key.toLowerCase().replace(/[^a-z0-9]/g, "");
     known = sensitiveKeys.has(folded) || sensitiveEnding.test(folded);
     // Events repeat the same few keys: each is folded once. Keys are caller input too (a
-    // context's attribute names), so the memo is bounded.
-    if (sensitiveByKey.size >= maxRememberedKeys) sensitiveByKey.clear();
-    sensitiveByKey.set(key, known);
+    // context's attribute names), so the memo is bounded, in entries and in their length.
+    if (key.length <= maxRememberedKeyLength) {
+      if (sensitiveByKey.size >= maxRememberedKeys) sensitiveByKey.clear();
+      sensitiveByKey.set(key, known);
+    }
   }
   return known;
 }
 
 const sensitiveByKey = new Map<string, boolean>();
 const maxRememberedKeys = 4096;
+const maxRememberedKeyLength = 128;
 
 /** Values that are credentials whatever their key: bearer headers and JWTs. */
 const credentialValue = /^(bearer\s+\S|eyJ[\w-]*\.eyJ[\w-]*\.[\w-]*$)/i;

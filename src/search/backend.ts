@@ -71,8 +71,9 @@ export interface RagBackend {
 }
 
 /**
- * A per-document `indexMany` stopped by a failure after some documents were indexed: which
- * (`written`, the first ones, in order), so that the core records and audits them.
+ * A per-document `indexMany` stopped by a failure: which documents were indexed before it
+ * (`written`, the first ones, in order; none when the first failed), so that the core records
+ * and audits them, and knows that only the next one was being written when it failed.
  */
 export class PartlyIndexed extends Error {
   override readonly name = "PartlyIndexed";
@@ -80,11 +81,11 @@ export class PartlyIndexed extends Error {
     readonly written: readonly number[],
     override readonly cause: unknown,
   ) {
-    super("a document failed after others were indexed", { cause });
+    super("a document failed to be indexed", { cause });
   }
 }
 
-/** `indexMany` as one `index` per document (PartlyIndexed when one fails after others). */
+/** `indexMany` as one `index` per document (PartlyIndexed when one fails). */
 export async function indexEachDocument(
   index: RagBackend["index"],
   docs: readonly BackendDocument[],
@@ -96,7 +97,6 @@ export async function indexEachDocument(
     try {
       written.push(await index(doc, request, options));
     } catch (err) {
-      if (written.length === 0) throw err;
       throw new PartlyIndexed(written, err);
     }
   }

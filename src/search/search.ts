@@ -396,10 +396,11 @@ export function createSearch(deps: SearchDeps): Search {
                 ? await backend.indexMany(docs, request, { allowAccessChange })
                 : await indexEachDocument(backend.index, docs, request, { allowAccessChange });
             } catch (err) {
-              // One call per document, and one failed after others were indexed: those are
-              // recorded and audited, then the request fails. The call that failed (the whole
-              // batch, or the one document) is not recorded, so the next ingest asks for its
-              // access change again; the change is audited as unconfirmed.
+              // One call per document, and one failed (after others were indexed, or first):
+              // those indexed are recorded and audited, then the request fails. The call that
+              // failed (the whole batch, or the one document) is not recorded, so the next
+              // ingest asks for its access change again; the change is audited as
+              // unconfirmed. Documents after it were never sent: nothing of them is audited.
               if (!(err instanceof PartlyIndexed)) {
                 if (mayHaveWritten(err)) await auditUnconfirmed(slice);
                 throw err;
@@ -410,6 +411,12 @@ export function createSearch(deps: SearchDeps): Search {
                 await auditUnconfirmed(slice.slice(written.length, written.length + 1));
               }
               slice = slice.slice(0, written.length);
+            }
+            // The backend has written these: their access changes are audited first, so that a
+            // failure to record them below loses no event.
+            for (const i of slice) {
+              const change = changeOf.get((prepared[i] as (typeof prepared)[number]).docId);
+              if (change) await audit.write(changeEvent(caller, key, change, requestId));
             }
             await ingested.recordMany(
               key,
@@ -433,8 +440,6 @@ export function createSearch(deps: SearchDeps): Search {
                 chunks: written[j] ?? 0,
                 skipped: false,
               };
-              const change = changeOf.get(p.docId);
-              if (change) await audit.write(changeEvent(caller, key, change, requestId));
             }
             if (partial) {
               failedIndex = positions[positions.indexOf(failedIndex) + written.length] ?? 0;

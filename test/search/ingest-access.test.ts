@@ -34,7 +34,12 @@ interface AuditEvent {
  */
 function setup(
   db: Database,
-  { failOn, failure, batch }: { failOn?: string; failure?: DomainError; batch?: boolean } = {},
+  {
+    failOn,
+    failure,
+    batch,
+    recordFails,
+  }: { failOn?: string; failure?: DomainError; batch?: boolean; recordFails?: boolean } = {},
 ) {
   const indexed: { doc: BackendDocument; allowAccessChange: boolean }[] = [];
   const events: AuditEvent[] = [];
@@ -61,7 +66,14 @@ function setup(
   const search = createSearch({
     backend: () => ({ key: "builtin", backend }),
     policy: () => engine,
-    ingested: createIngestStore(db),
+    ingested: recordFails
+      ? {
+          ...createIngestStore(db),
+          recordMany: async () => {
+            throw new DomainError("unavailable", "DATABASE_UNAVAILABLE", "the database is down");
+          },
+        }
+      : createIngestStore(db),
     audit: {
       write: async (event) => {
         events.push(event as AuditEvent);
@@ -269,6 +281,45 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
       expect(JSON.stringify(events)).not.toContain("lactate");
     },
   );
+
+  it("audits an access change the backend made even when the core cannot record it", async () => {
+    const path = "unrecorded/changed.md";
+    const [first] = await setup(db).search.ingest(operator, [notes({ path })], "r1");
+    const { search, events } = setup(db, { recordFails: true });
+    await expect(
+      search.ingest(operator, [notes({ path, requiredTraits: [] })], "r2", {
+        allowAccessChange: true,
+      }),
+    ).rejects.toMatchObject({ reason: "DATABASE_UNAVAILABLE" });
+    expect(events.filter((e) => e.action === "rag_access_change")).toEqual([
+      expect.objectContaining({
+        outcome: "success",
+        details: expect.objectContaining({ doc_id: first?.docId }),
+      }),
+    ]);
+  });
+
+  it("audits no access change of a document that was never sent (a call per document, the first failed)", async () => {
+    const failing = "unsent/first.md";
+    const changedPath = "unsent/changed.md";
+    await setup(db).search.ingest(operator, [notes({ path: changedPath })], "r1");
+    const { search, events, indexed } = setup(db, { failOn: failing });
+    await expect(
+      search.ingest(
+        operator,
+        [notes({ path: failing }), notes({ path: changedPath, requiredTraits: [] })],
+        "r2",
+        { allowAccessChange: true },
+      ),
+    ).rejects.toMatchObject({ reason: "PLUGIN_DOWN" });
+    // Only the first document reached the backend; the changed one was never sent.
+    expect(indexed.map((i) => i.doc.path)).toEqual([failing]);
+    expect(events.filter((e) => e.action === "rag_access_change")).toEqual([]);
+    expect(events.find((e) => e.action === "rag_ingest")).toMatchObject({
+      outcome: "failure",
+      details: { indexed: 0, failed_index: 0 },
+    });
+  });
 
   it.each([["batch"], ["single"]] as const)(
     "audits no access change the plugin refused itself (%s)",
