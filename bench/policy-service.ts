@@ -471,6 +471,14 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       const before = cpuByProcess(pids);
       await runMinimal(minimal(raw, headers), workersEngine, `minimal, ${connections} connections`);
       const after = cpuByProcess(pids);
+      // A worker that died and was started again during the rows would be missing from their
+      // CPU time (and its calls would have failed over): the rows do not stand then.
+      if (
+        started.output().includes("worker died") ||
+        [...started.workerPids()].sort().join() !== [...pids].sort().join()
+      ) {
+        throw new Error("a worker died during the timed rows");
+      }
       const split = pids.map(
         (p) => `${(((after.get(p) ?? 0) - (before.get(p) ?? 0)) / 1000).toFixed(1)} s`,
       );

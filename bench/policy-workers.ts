@@ -58,6 +58,11 @@ export async function startWorkers(options: {
   child.stdout?.on("data", keep);
   child.stderr?.on("data", keep);
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  // The benchmark ending any way (an error, Ctrl-C) takes the server with it: the primary has
+  // no IPC channel to notice its parent gone, and its schema is dropped at the end.
+  const killOnExit = () => child.kill("SIGKILL");
+  process.once("exit", killOnExit);
+  void exited.then(() => process.off("exit", killOnExit));
   const pid = child.pid ?? -1;
   return {
     url: `http://127.0.0.1:${port}`,
