@@ -168,8 +168,9 @@ const refuse = (kind: ErrorKind, reason: string, message: string, field?: string
 
 /**
  * The data classes a payload declares: `classification` at the top, in `document`, or in
- * `chunks[]`. A classification that is not a string is refused (400): read as "none", it
- * would let classified data pass as unclassified.
+ * `chunks[]`, and the same in each of `documents[]`. A classification that is not a string is
+ * refused (400): read as "none", it would let classified data pass as unclassified; so is a
+ * `documents` that is not a list of objects.
  */
 export function classificationsOf(payload: JsonObject): string[] {
   const found = new Set<string>();
@@ -197,12 +198,24 @@ export function classificationsOf(payload: JsonObject): string[] {
   ofDocument(payload, "payload.");
   // A batch (rag_index_batch): every document's own class counts, not only the one the batch
   // declares, so that a plugin that does not check them still gets nothing the policy refused.
+  // `documents` is a list of documents or absent: another shape (an object of documents, a
+  // list of lists) would hide its documents' classes here and their fields from sanitizing.
   const documents = payload.documents;
-  if (Array.isArray(documents)) {
-    documents.forEach((entry, i) => {
-      if (isObject(entry)) ofDocument(entry, `payload.documents[${i}].`);
+  if (documents === undefined || documents === null) return [...found];
+  if (!Array.isArray(documents)) {
+    throw invalidArgument("INVALID_DOCUMENTS", "payload.documents must be a list of documents", {
+      field: "payload.documents",
     });
   }
+  documents.forEach((entry, i) => {
+    const field = `payload.documents[${i}]`;
+    if (!isObject(entry)) {
+      throw invalidArgument("INVALID_DOCUMENTS", `${field} must be a document (an object)`, {
+        field,
+      });
+    }
+    ofDocument(entry, `${field}.`);
+  });
   return [...found];
 }
 

@@ -312,13 +312,29 @@ describe("payload classification", () => {
         documents: [
           { document: { classification: "public" }, chunks: [{ content: "a" }] },
           { document: { classification: "phi" }, chunks: [{ classification: "pii" }] },
-          "x",
         ],
       }).sort(),
     ).toEqual(["phi", "pii", "public"]);
     expect(() =>
       classificationsOf({ documents: [{}, { document: { classification: 1 } }] }),
     ).toThrow(expect.objectContaining({ field: "payload.documents[1].document.classification" }));
+  });
+
+  it("refuses documents that are not a list of objects: their classes and fields would be missed", () => {
+    for (const [documents, field] of [
+      [{ a: { document: { classification: "phi" } } }, "payload.documents"],
+      ["phi", "payload.documents"],
+      [
+        [{ document: { classification: "public" } }, [{ classification: "phi" }]],
+        "payload.documents[1]",
+      ],
+      [[{}, "x"], "payload.documents[1]"],
+    ] as const) {
+      expect(() => classificationsOf({ classification: "public", documents } as never)).toThrow(
+        expect.objectContaining({ reason: "INVALID_DOCUMENTS", field }),
+      );
+    }
+    expect(classificationsOf({ documents: null } as never)).toEqual([]);
   });
 
   it("refuses a classification that is not a string, naming where it is", () => {
