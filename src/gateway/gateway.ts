@@ -106,7 +106,20 @@ interface CallFacts {
   plugin: string;
   operation: string;
   upstreamSeconds: number | undefined;
+  /** Set just before the payload is handed to the forwarder: from then on it may be sent. */
+  forwarding?: boolean;
 }
+
+/** Errors of calls refused before their payload was handed to the forwarder. */
+const refusedBeforeForwarding = new WeakSet<object>();
+
+/**
+ * Whether a gateway call failed before its payload could reach the plugin (caller, registry,
+ * allowlist, policy or audit refusal): the plugin did nothing. False for every other error,
+ * which may have come after the plugin acted on the call.
+ */
+export const neverForwarded = (err: unknown): boolean =>
+  typeof err === "object" && err !== null && refusedBeforeForwarding.has(err);
 
 /** A plugin's successful reply: its JSON object as sent (bytes) and as parsed. */
 export interface PluginReply {
@@ -315,6 +328,7 @@ export function createGateway(deps: GatewayDeps): Gateway {
     event.bytes = body.length;
     const timeoutMs = Math.min(input.timeoutMs ?? deps.timeouts.defaultMs, deps.timeouts.maxMs);
     const sent = performance.now();
+    event.forwarding = true;
     const result = await forwarder.forward({
       host: plugin.manifest.host,
       port: plugin.manifest.port,
@@ -344,6 +358,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
       plugin: "unknown",
       operation: "unknown",
       upstreamSeconds: undefined,
+    };
+    /** `err`, remembered as a refusal before forwarding when the payload was not handed on. */
+    const notForwarded = (err: unknown) => {
+      if (!event.forwarding && typeof err === "object" && err !== null) {
+        refusedBeforeForwarding.add(err);
+      }
+      return err;
     };
     let outcome: AuditEventInput["outcome"] = "success";
     let reason = "";
@@ -410,11 +431,13 @@ export function createGateway(deps: GatewayDeps): Gateway {
           ? "operator_call audit event lost: the database did not answer, the call fails"
           : "operator_call audit event lost: the call fails, and operator calls are refused until the audit log works",
       );
-      throw dbDown
-        ? err
-        : unavailable("AUDIT_UNAVAILABLE", "the audit log cannot be written", { cause: err });
+      throw notForwarded(
+        dbDown
+          ? err
+          : unavailable("AUDIT_UNAVAILABLE", "the audit log cannot be written", { cause: err }),
+      );
     }
-    if (reply === undefined) throw failure;
+    if (reply === undefined) throw notForwarded(failure);
     return reply;
   }
 

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import type { AuditWriter, RequestOrigin } from "../audit/index.js";
 import { DomainError, invalidArgument, permissionDenied } from "../errors.js";
+import { neverForwarded } from "../gateway/gateway.js";
 import type { Logger } from "../log.js";
 import type { PolicyEngine } from "../policy/index.js";
 import { accessChangeReason } from "../rag/access-change.js";
@@ -484,7 +485,7 @@ export function createSearch(deps: SearchDeps): Search {
 /**
  * Whether a failed index call may have written its documents all the same: anything but the
  * backend's own refusal of an access change (made inside its transaction, which it rolled
- * back).
+ * back) and a gateway call refused before its payload was handed on.
  */
 const mayHaveWritten = (err: unknown): boolean =>
-  !(err instanceof DomainError && err.reason === accessChangeReason);
+  !(err instanceof DomainError && err.reason === accessChangeReason) && !neverForwarded(err);

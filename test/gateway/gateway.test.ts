@@ -7,6 +7,7 @@ import {
   classificationsOf,
   createGateway,
   type GatewayDeps,
+  neverForwarded,
   type PluginPolicy,
 } from "../../src/gateway/gateway.js";
 import { checkManifest, endpointPathProblem } from "../../src/gateway/manifest.js";
@@ -288,6 +289,44 @@ describe("gateway decisions", () => {
     }
     const big = harness({ reply: { kind: "too_large" } });
     expect(await reasonOf(big.gateway.call(input()))).toBe("PLUGIN_REPLY_TOO_LARGE");
+  });
+});
+
+describe("refused before forwarding", () => {
+  it("marks the calls whose payload never reached the forwarder, and only those", async () => {
+    const errorOf = (p: Promise<unknown>) =>
+      p.then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    const refusals = [
+      await errorOf(harness().gateway.call(input({ pluginId: "nope" }))),
+      await errorOf(harness({ operationsFor: async () => new Set() }).gateway.call(input())),
+      await errorOf(
+        harness({ policy: { decide: () => ({ decision: "deny", reason: "no" }) } }).gateway.call(
+          input(),
+        ),
+      ),
+      await errorOf(harness().gateway.call(input({ payload: { documents: "x" } }))),
+    ];
+    for (const err of refusals) {
+      expect(err).toBeDefined();
+      expect(neverForwarded(err)).toBe(true);
+    }
+    // Forwarded, then failed: the plugin may have acted on it.
+    const failed = harness({
+      reply: { kind: "reply", status: 500, body: Buffer.from("{}"), contentType: "" },
+    });
+    const afterForward = await errorOf(failed.gateway.call(input()));
+    expect(failed.forwarded).toHaveLength(1);
+    expect(afterForward).toBeDefined();
+    expect(neverForwarded(afterForward)).toBe(false);
+    // Forwarded and answered, but its event could not be written: not a refusal either.
+    const unaudited = harness();
+    unaudited.auditState.failing = true;
+    const lost = await errorOf(unaudited.gateway.call(input()));
+    expect(unaudited.forwarded).toHaveLength(1);
+    expect(neverForwarded(lost)).toBe(false);
   });
 });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DomainError } from "../../src/errors.js";
+import { createGateway } from "../../src/gateway/gateway.js";
 import { silentLogger } from "../../src/log.js";
 import { compilePolicy, createTraitRegistry, defaultPolicy } from "../../src/policy/index.js";
 import { accessChangeRefused } from "../../src/rag/access-change.js";
@@ -297,6 +298,58 @@ describe.each(databaseTargets())("ingestion and a document's access on $name", (
         details: expect.objectContaining({ doc_id: first?.docId }),
       }),
     ]);
+  });
+
+  it("audits no access change of a batch the gateway refused before forwarding it", async () => {
+    // A real gateway's refusal (no such plugin): the payload never reached a plugin.
+    const gateway = createGateway({
+      plugin: async () => null,
+      coreAuthorization: () => "",
+      allowlist: { operationsFor: async () => new Set() },
+      policy: { decide: () => ({ decision: "allow" }) },
+      forwarder: {
+        forward: async () => {
+          throw new Error("not reached");
+        },
+        close() {},
+      },
+      audit: { write: async () => ({ id: "e", seq: "1", hash: "h" }) },
+      log: silentLogger,
+      timeouts: { defaultMs: 1000, maxMs: 1000 },
+    });
+    const refused = await gateway
+      .call({
+        caller: { kind: "service", id: "sa", name: "ai-core" },
+        callerPlugin: "ai-core",
+        pluginId: "rag",
+        operation: "rag_index_batch",
+        payload: {},
+        timeoutMs: undefined,
+        requestId: "r",
+      })
+      .then(
+        () => undefined,
+        (err: unknown) => err as DomainError,
+      );
+    const path = "refused-by-gateway/changed.md";
+    await setup(db).search.ingest(
+      operator,
+      [notes({ path: "refused-by-gateway/steady.md" }), notes({ path })],
+      "r1",
+    );
+    const { search, events } = setup(db, { batch: true, failure: refused });
+    await expect(
+      search.ingest(
+        operator,
+        [
+          notes({ path: "refused-by-gateway/steady.md", content: "Revised." }),
+          notes({ path, requiredTraits: [] }),
+        ],
+        "r2",
+        { allowAccessChange: true },
+      ),
+    ).rejects.toMatchObject({ reason: "PLUGIN_NOT_FOUND" });
+    expect(events.filter((e) => e.action === "rag_access_change")).toEqual([]);
   });
 
   it("audits no access change of a document that was never sent (a call per document, the first failed)", async () => {
