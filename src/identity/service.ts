@@ -1,6 +1,11 @@
+import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { createValidator } from "@bufbuild/protovalidate";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { IdentityService } from "../../gen/traitgate/identity/v1/identity_pb.js";
+import {
+  IdentityService,
+  TokenRequestSchema,
+} from "../../gen/traitgate/identity/v1/identity_pb.js";
 import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
 import { auditedRequestOf, type Principal, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
@@ -152,14 +157,33 @@ function clientCredentials(
   const decoded = Buffer.from(basic[1] ?? "", "base64").toString("utf8");
   const colon = decoded.indexOf(":");
   if (colon < 0) throw unauthenticated("INVALID_CLIENT", "client authentication failed");
+  let credentials: { clientId: string; clientSecret: string };
   try {
-    return {
+    credentials = {
       clientId: decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, " ")),
       clientSecret: decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, " ")),
     };
   } catch {
     throw unauthenticated("INVALID_CLIENT", "client authentication failed");
   }
+  // The body's fields have passed their proto rules before the handler; Basic credentials are
+  // held to the same rules (the request message's, so that they cannot drift apart).
+  const checked = basicValidator.validate(
+    TokenRequestSchema,
+    create(TokenRequestSchema, { grantType: "client_credentials", ...credentials }),
+  );
+  if (checked.kind !== "valid") {
+    const first = checked.violations?.[0]?.field[0];
+    const field = first?.kind === "field" ? first.name : "authorization";
+    throw invalidArgument(
+      "INVALID_FIELD",
+      `${field} (from HTTP Basic): ${checked.violations?.[0]?.message ?? "invalid"}`,
+      { field },
+    );
+  }
+  return credentials;
 }
+
+const basicValidator = createValidator();
 
 export { IdentityService };

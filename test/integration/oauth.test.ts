@@ -188,6 +188,28 @@ describe("form-encoded client credentials on /auth/token", () => {
     }
   });
 
+  it("holds HTTP Basic credentials to the rules the form's client_id and client_secret have (400 naming the field)", async () => {
+    for (const [id, secret, field] of [
+      ["Not A Client!", "s", "client_id"],
+      ["x", "s", "client_id"],
+      ["form-basic-rules", "s".repeat(257), "client_secret"],
+    ] as const) {
+      const res = await postForm(
+        { grant_type: "client_credentials" },
+        { authorization: basic(id, secret) },
+      );
+      const body = res.body as Record<string, unknown>;
+      expect([res.status, body.error, body.reason], id).toEqual([
+        400,
+        "invalid_request",
+        "INVALID_FIELD",
+      ]);
+      expect(String(body.error_description)).toContain(field);
+      // Never the secret in the answer.
+      expect(JSON.stringify(body)).not.toContain("s".repeat(257));
+    }
+  });
+
   it("refuses credentials both as HTTP Basic and in the form (400 invalid_request)", async () => {
     const { secret } = await createAccount("form-both");
     const res = await postForm(
