@@ -103,6 +103,18 @@ export async function indexEachDocument(
   return written;
 }
 
+/** A document as the built-in store takes it: its record and its chunks (the store embeds them). */
+const storeDocument = (doc: BackendDocument) => ({
+  document: {
+    id: doc.id,
+    title: doc.title,
+    path: doc.path,
+    requiredTraits: [...doc.requiredTraits],
+    classification: doc.classification,
+  },
+  chunks: doc.chunks.map((content, chunkNo) => ({ chunkNo, content, vector: [] })),
+});
+
 /** The built-in store (src/rag) on the core's database. */
 export function builtinBackend(rag: Rag): RagBackend {
   return {
@@ -115,14 +127,7 @@ export function builtinBackend(rag: Rag): RagBackend {
         requiredTraits: [],
         classification: "",
         vector: [],
-        document: {
-          id: doc.id,
-          title: doc.title,
-          path: doc.path,
-          requiredTraits: [...doc.requiredTraits],
-          classification: doc.classification,
-        },
-        chunks: doc.chunks.map((content, chunkNo) => ({ chunkNo, content, vector: [] })),
+        ...storeDocument(doc),
         allowAccessChange: options?.allowAccessChange === true,
       });
       return chunks;
@@ -130,16 +135,7 @@ export function builtinBackend(rag: Rag): RagBackend {
     async indexMany(docs, _request, options) {
       const written = await rag.indexBatch({
         classification: docs[0]?.classification ?? "",
-        documents: docs.map((doc) => ({
-          document: {
-            id: doc.id,
-            title: doc.title,
-            path: doc.path,
-            requiredTraits: [...doc.requiredTraits],
-            classification: doc.classification,
-          },
-          chunks: doc.chunks.map((content, chunkNo) => ({ chunkNo, content, vector: [] })),
-        })),
+        documents: docs.map(storeDocument),
         allowAccessChange: options?.allowAccessChange === true,
       });
       return written.map((w) => w.chunks);
