@@ -36,6 +36,15 @@ async function settle<T>(work: Promise<T>): Promise<{ ms: number; error: unknown
   return { ms: performance.now() - started, error };
 }
 
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
 /** The first defined value `probe` gives (a failure counts as none), polling for 15 s. */
 async function eventually<T>(probe: () => Promise<T | undefined>): Promise<T> {
   const deadline = performance.now() + 15_000;
@@ -159,9 +168,17 @@ describe.skipIf(!available)("PostgreSQL that accepts connections and never answe
       );
       return rows[0]?.pid;
     });
+    const { rows: before } = await db.query<{ pid: number }>(
+      "SELECT pid FROM pg_stat_activity WHERE pid <> $1",
+      [pid],
+    );
     // No goodbye on the connection: it just closes (the postmaster then restarts the rest).
     process.kill(pid, "SIGKILL");
     expect((await running).error).toMatchObject(unavailable);
+    // Done only when the restart is: the postmaster has ended every other server process of
+    // before (a pooled connection answers until then), and a new connection is let in (none is
+    // while it recovers). A later freeze or stop in the middle of recovery breaks the next test.
+    await until(() => before.every(({ pid: other }) => !alive(other)), 15_000);
     await eventually(() => db.query("SELECT 1").then(() => true));
   });
 
