@@ -1,12 +1,16 @@
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { fromBinary, toBinary } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ContextValues } from "@connectrpc/connect";
+// Connect marks protocol-grpc's parseTimeout and setTrailerStatus as internal: exported, but
+// outside semantic versioning. The lock file pins Connect; on an upgrade,
+// test/unit/grpc-unary.test.ts and the protocol matrix (test/integration/protocols.test.ts)
+// are what tell whether they still hold.
 import { parseTimeout, setTrailerStatus } from "@connectrpc/connect/protocol-grpc";
 import type { Logger } from "../log.js";
 import { noteError, noteOutcome } from "./call-record.js";
 import { callRecordKey } from "./context.js";
 import { presetResponseOf } from "./preset-encoding.js";
-import { clientGoneSignal, type UnaryMethods, type UnarySpec } from "./unary.js";
+import { CallSignal, type UnaryMethods, type UnarySpec } from "./unary.js";
 
 /**
  * gRPC unary calls, served without Connect's streaming pipeline: read the one
@@ -156,13 +160,14 @@ export async function serveGrpcUnary(
 ): Promise<void> {
   // The handler's signal aborts when the client goes away before the answer is written
   // (RST_STREAM, a closed connection), as with Connect's handler.
-  const client = clientGoneSignal(res);
+  const client = new CallSignal(res);
   try {
     const timeout = parseTimeout(
       (req.headers["grpc-timeout"] as string | undefined) ?? null,
       Number.MAX_SAFE_INTEGER,
     );
     if (timeout.error) throw timeout.error;
+    if (timeout.timeoutMs !== undefined) client.setDeadline(timeout.timeoutMs);
     const bytes = singleMessage(await readBody(req, options.maxBodyBytes));
     let input: ReturnType<typeof fromBinary>;
     try {
@@ -178,8 +183,7 @@ export async function serveGrpcUnary(
       protocolName: "grpc",
       requestHeader: requestHeader(req),
       url: `${"encrypted" in req.socket && req.socket.encrypted ? "https" : "http"}://${authority}${req.url}`,
-      signal: client.signal,
-      timeoutMs: timeout.timeoutMs,
+      call: client,
       contextValues: options.contextValues,
     });
     if (gone(res)) return;

@@ -24,6 +24,7 @@ import {
 import { silentLogger } from "../../src/log.js";
 import { isPlainGrpc, serveGrpcUnary } from "../../src/server/grpc-unary.js";
 import { UnaryMethods } from "../../src/server/unary.js";
+import { countAbortControllers } from "../support/abort-controllers.js";
 
 const clientKey = createContextKey("", { description: "test client" });
 const maxBodyBytes = 64;
@@ -31,6 +32,7 @@ const seen: {
   timeoutMs?: number | undefined;
   protocol?: string;
   aborted?: { afterMs: number; reason: unknown };
+  signalAborted?: boolean;
 } = {};
 
 /** An interceptor: its header must reach the client, as through Connect's handler. */
@@ -58,6 +60,8 @@ methods.recording(createConnectRouter({ interceptors: [tagRpc] })).service(Trans
         });
       });
     }
+    // Asked for, the signal is made with the deadline's timer.
+    if (ctx.requestHeader.has("x-signal")) seen.signalAborted = ctx.signal.aborted;
     seen.timeoutMs = ctx.timeoutMs();
     seen.protocol = ctx.protocolName;
     ctx.responseTrailer.set("x-trailer", "t");
@@ -153,6 +157,18 @@ describe("gRPC unary calls in process (src/server/grpc-unary.ts)", () => {
     expect(seen.timeoutMs).toBeLessThanOrEqual(5000);
   });
 
+  it("makes no abort signal for a call whose handler does not ask for one", async () => {
+    await call("WhoAmI", envelope(new Uint8Array())); // the session is up
+    const counted = countAbortControllers();
+    try {
+      const answer = await call("WhoAmI", envelope(new Uint8Array()), { "grpc-timeout": "5S" });
+      expect(answer.trailers["grpc-status"]).toBe("0");
+      expect(counted.made).toBe(0);
+    } finally {
+      counted.restore();
+    }
+  });
+
   it("tells the handler at once when the client cancels the call", async () => {
     delete seen.aborted;
     const stream = session.request({
@@ -225,10 +241,12 @@ describe("gRPC unary calls in process (src/server/grpc-unary.ts)", () => {
     try {
       const answer = await call("WhoAmI", envelope(new Uint8Array()), {
         "grpc-timeout": "99999999H",
+        "x-signal": "1",
       });
       await new Promise((resolve) => setTimeout(resolve, 20));
       expect(answer.trailers["grpc-status"]).toBe("0");
       expect(seen.timeoutMs).toBeGreaterThan(2 ** 31);
+      expect(seen.signalAborted).toBe(false);
     } finally {
       process.off("warning", onWarning);
     }

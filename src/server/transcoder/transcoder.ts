@@ -6,12 +6,7 @@ import type { Logger } from "../../log.js";
 import { noteError, noteOutcome } from "../call-record.js";
 import { type CallRecord, callRecordKey } from "../context.js";
 import { presetResponseOf } from "../preset-encoding.js";
-import {
-  clientGoneSignal,
-  type UnaryMethods,
-  type UnaryOutcome,
-  type UnarySpec,
-} from "../unary.js";
+import { CallSignal, type UnaryMethods, type UnaryOutcome, type UnarySpec } from "../unary.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
   connectErrorResponse,
@@ -169,7 +164,7 @@ export function invokeFromHttp(
   methods: UnaryMethods,
   contextValues: ContextValues,
 ): Promise<UnaryOutcome> {
-  const client = clientGoneSignal(res);
+  const client = new CallSignal(res);
   const encrypted = "encrypted" in req.socket && req.socket.encrypted === true;
   const authority = req.headers[":authority"] ?? req.headers.host ?? "localhost";
   return methods
@@ -177,10 +172,10 @@ export function invokeFromHttp(
       protocolName: "rest",
       requestHeader: handlerHeaders(req),
       url: `${encrypted ? "https" : "http"}://${String(authority)}/${spec.method.parent.typeName}/${spec.method.name}`,
-      signal: client.signal,
+      call: client,
       contextValues,
     })
-    .finally(client.end);
+    .finally(() => client.end());
 }
 
 /** The request message as far as the path gives it: for the record of a call refused before its body was read. */

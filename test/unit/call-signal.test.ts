@@ -1,0 +1,92 @@
+import { EventEmitter } from "node:events";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { CallSignal } from "../../src/server/unary.js";
+import { countAbortControllers } from "../support/abort-controllers.js";
+
+/**
+ * A call's signal (src/server/unary.ts): made only when something asks for it, and then in
+ * the state its moment calls for: Canceled once the client has gone, DeadlineExceeded once
+ * the deadline has passed, "the call has finished" after the end.
+ */
+
+const reasonOf = (signal: AbortSignal) => ConnectError.from(signal.reason);
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  vi.useRealTimers();
+});
+
+describe("CallSignal", () => {
+  it("makes no AbortController, and no timer, for a call that never asks for its signal", () => {
+    const counted = countAbortControllers();
+    vi.useFakeTimers();
+    try {
+      const res = new EventEmitter();
+      const call = new CallSignal(res);
+      call.setDeadline(1_000);
+      expect(call.remainingMs()).toBeGreaterThan(900);
+      expect(vi.getTimerCount()).toBe(0);
+      call.end();
+      res.emit("close");
+      expect(counted.made).toBe(0);
+    } finally {
+      counted.restore();
+    }
+  });
+
+  it("aborts Canceled when the client goes, whether the signal was asked for before or after", () => {
+    const res = new EventEmitter();
+    const before = new CallSignal(res);
+    const early = before.signal;
+    const late = new CallSignal(res);
+    res.emit("close");
+    expect(early.aborted).toBe(true);
+    expect(reasonOf(early).code).toBe(Code.Canceled);
+    expect(reasonOf(early).rawMessage).toBe("the client closed the request");
+    expect(reasonOf(late.signal).rawMessage).toBe("the client closed the request");
+    // Ending afterwards keeps the first reason.
+    before.end();
+    expect(reasonOf(early).rawMessage).toBe("the client closed the request");
+  });
+
+  it("says the call has finished once it has ended, and a close after that changes nothing", () => {
+    const res = new EventEmitter();
+    const asked = new CallSignal(res);
+    const signal = asked.signal;
+    const notAsked = new CallSignal(res);
+    asked.end();
+    notAsked.end();
+    res.emit("close");
+    expect(reasonOf(signal).rawMessage).toBe("the call has finished");
+    expect(reasonOf(notAsked.signal).rawMessage).toBe("the call has finished");
+    expect(reasonOf(notAsked.signal).code).toBe(Code.Canceled);
+  });
+
+  it("aborts DeadlineExceeded when the deadline passes, or at once if it passed before the signal was asked for", () => {
+    vi.useFakeTimers();
+    const res = new EventEmitter();
+    const waiting = new CallSignal(res);
+    waiting.setDeadline(50);
+    const signal = waiting.signal;
+    const late = new CallSignal(res);
+    late.setDeadline(50);
+    vi.advanceTimersByTime(49);
+    expect(signal.aborted).toBe(false);
+    vi.advanceTimersByTime(1);
+    expect(reasonOf(signal).code).toBe(Code.DeadlineExceeded);
+    expect(late.remainingMs()).toBeLessThanOrEqual(0);
+    expect(reasonOf(late.signal).code).toBe(Code.DeadlineExceeded);
+  });
+
+  it("stops the deadline's timer when the call ends", () => {
+    vi.useFakeTimers();
+    const call = new CallSignal(new EventEmitter());
+    call.setDeadline(50);
+    const signal = call.signal;
+    call.end();
+    expect(vi.getTimerCount()).toBe(0);
+    vi.advanceTimersByTime(100);
+    expect(reasonOf(signal).rawMessage).toBe("the call has finished");
+  });
+});
