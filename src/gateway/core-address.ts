@@ -8,7 +8,9 @@ import type { HostResolver } from "./host-policy.js";
  * A plugin must not point at the core itself: a manifest whose host and port are the core's
  * own listening address would have the gateway forward calls, with the plugin's core secret,
  * back into the core (and the plugin, started on that port, could never listen). Registration
- * and updates refuse it (docs/operator-lane.md, "Manifests and the SSRF stance").
+ * and updates refuse it, and the gateway refuses to dial it (a name can resolve elsewhere
+ * later, and a stored manifest can name a port the core bound since; docs/operator-lane.md,
+ * "Manifests and the SSRF stance").
  */
 
 /** Where the core listens: its HOST setting and the port it bound. */
@@ -42,6 +44,12 @@ export function reachesListener(address: string, listen: string, own: readonly s
   return cls === "loopback" || cls === "unspecified" || own.some((a) => canonical(a) === dialled);
 }
 
+/** The addresses the core listens on: its HOST as an address, or what the name resolves to. */
+function listenAddresses(host: string, resolve: HostResolver): string[] | Promise<string[]> {
+  const listenHost = host.trim() || "0.0.0.0";
+  return isIP(canonical(listenHost) ?? "") ? [listenHost] : resolve(listenHost).catch(() => []);
+}
+
 /**
  * The registration check: throws invalid_argument PLUGIN_IS_CORE naming `manifest.port` when
  * one of the addresses the manifest's host is (or resolves to), on the manifest's port, is the
@@ -57,10 +65,7 @@ export function createCoreAddressCheck(options: {
   return async (host: string, addresses: readonly string[], port: number): Promise<void> => {
     const core = options.listener();
     if (core === undefined || core.port !== port || addresses.length === 0) return;
-    const listenHost = core.host.trim() || "0.0.0.0";
-    const listens = isIP(canonical(listenHost) ?? "")
-      ? [listenHost]
-      : await options.resolve(listenHost).catch(() => []);
+    const listens = await listenAddresses(core.host, options.resolve);
     const own = interfaces();
     const hit = addresses.find((a) => listens.some((l) => reachesListener(a, l, own)));
     if (hit === undefined) return;
@@ -70,5 +75,95 @@ export function createCoreAddressCheck(options: {
         "a plugin must listen on an address and port of its own (e.g. PORT=8081)",
       { field: "manifest.port", metadata: { host, port: String(port), address: hit } },
     );
+  };
+}
+
+/**
+ * The dial-time check: the first of `addresses` (what the gateway is about to dial, resolved)
+ * that, on `port`, reaches the core's own listener; undefined when none does, or the core
+ * does not listen yet. A promise only while the listener's addresses are being worked out
+ * (once per listener, when its HOST is a name); otherwise an answer at once.
+ */
+export type CoreDialCheck = (
+  addresses: readonly string[],
+  port: number,
+) => string | undefined | Promise<string | undefined>;
+
+/**
+ * The gateway hop is a hot path: a dial on another port than the core's costs one
+ * comparison. The listener's addresses are worked out once per listener (host and port), the
+ * interface addresses at most every `interfacesTtlMs` and only for dials on the core's port,
+ * and each dialled address's answer is remembered until then.
+ */
+export function createCoreDialCheck(options: {
+  listener: () => CoreListener | undefined;
+  resolve: HostResolver;
+  /** The machine's interface addresses (default: os.networkInterfaces()). */
+  interfaces?: () => string[];
+  /** How long the interface addresses are taken as read (default 10 s). */
+  interfacesTtlMs?: number;
+  now?: () => number;
+}): CoreDialCheck {
+  const interfaces = options.interfaces ?? localAddresses;
+  const ttlMs = options.interfacesTtlMs ?? 10_000;
+  const now = options.now ?? (() => performance.now());
+
+  interface Known {
+    host: string;
+    port: number;
+    listens: readonly string[];
+    own: readonly string[];
+    ownAt: number;
+    /** Dialled address → does it reach the listener (with `own` as read at `ownAt`). */
+    hits: Map<string, boolean>;
+  }
+  let known: Known | undefined;
+  let pending: { host: string; port: number; ready: Promise<Known> } | undefined;
+
+  const knownOf = (core: CoreListener, listens: readonly string[]): Known => {
+    known = { ...core, listens, own: interfaces(), ownAt: now(), hits: new Map() };
+    return known;
+  };
+
+  function prepare(core: CoreListener): Known | Promise<Known> {
+    const listens = listenAddresses(core.host, options.resolve);
+    if (Array.isArray(listens)) return knownOf(core, listens);
+    if (pending?.host === core.host && pending.port === core.port) return pending.ready;
+    const ready = listens.then((found) => {
+      if (pending?.ready === ready) pending = undefined;
+      return knownOf(core, found);
+    });
+    pending = { host: core.host, port: core.port, ready };
+    return ready;
+  }
+
+  function firstHit(state: Known, addresses: readonly string[]): string | undefined {
+    if (now() - state.ownAt > ttlMs) {
+      state.own = interfaces();
+      state.ownAt = now();
+      state.hits.clear();
+    }
+    for (const address of addresses) {
+      let hit = state.hits.get(address);
+      if (hit === undefined) {
+        hit = state.listens.some((l) => reachesListener(address, l, state.own));
+        if (state.hits.size >= 1024) state.hits.clear();
+        state.hits.set(address, hit);
+      }
+      if (hit) return address;
+    }
+    return undefined;
+  }
+
+  return (addresses, port) => {
+    const core = options.listener();
+    if (core === undefined || core.port !== port || addresses.length === 0) return undefined;
+    const state =
+      known !== undefined && known.host === core.host && known.port === core.port
+        ? known
+        : prepare(core);
+    return state instanceof Promise
+      ? state.then((s) => firstHit(s, addresses))
+      : firstHit(state, addresses);
   };
 }

@@ -1,5 +1,5 @@
 import { Agent, request } from "node:http";
-import { addressRefusedCode, type ConnectGuard } from "./connect-guard.js";
+import { addressRefusedCode, type ConnectGuard, type Target } from "./connect-guard.js";
 
 /**
  * Sends a gateway call to a plugin over HTTP/1.1 with a keep-alive connection
@@ -25,7 +25,10 @@ export interface ForwardRequest {
 export type ForwardResult =
   | { kind: "reply"; status: number; body: Buffer; contentType: string }
   | { kind: "unreachable"; cause: string }
-  /** The host is, or resolves to, an address plugins may not be reached at: nothing was sent. */
+  /**
+   * The host is, or resolves to, an address plugins may not be reached at (or, on this port,
+   * the core's own listener: `core_listener`): nothing was sent.
+   */
   | { kind: "refused"; addressClass: string }
   | { kind: "timeout" }
   | { kind: "too_large" }
@@ -52,82 +55,89 @@ export function createForwarder(options: {
     forward(req) {
       // A caller that already left costs no request (and no socket).
       if (req.signal?.aborted) return Promise.resolve({ kind: "aborted" });
-      const target = options.guard.target(req.host);
-      if ("refused" in target) {
-        return Promise.resolve({ kind: "refused", addressClass: target.refused });
-      }
-      return new Promise<ForwardResult>((resolve) => {
-        let settled = false;
-        const settle = (result: ForwardResult) => {
-          if (settled) return;
-          settled = true;
-          clearTimeout(timer);
-          req.signal?.removeEventListener("abort", onAbort);
-          resolve(result);
-        };
-        const outgoing = request({
-          agent,
-          host: target.host,
-          lookup: options.guard.lookup,
-          port: req.port,
-          method: req.method ?? "POST",
-          path: req.path,
-          headers:
-            req.method === "GET"
-              ? { ...req.headers, accept: "application/json" }
-              : {
-                  ...req.headers,
-                  "content-type": "application/json",
-                  "content-length": String(req.body.length),
-                  accept: "application/json",
-                },
-        });
-        // The error listener comes first: destroying a request emits `error`, and an
-        // `error` event without a listener would stop the process.
-        outgoing.on("error", (err: NodeJS.ErrnoException & { addressClass?: string }) =>
-          settle(
-            err.code === addressRefusedCode
-              ? { kind: "refused", addressClass: err.addressClass ?? "" }
-              : { kind: "unreachable", cause: err.code ?? err.message },
-          ),
-        );
-        const timer = setTimeout(() => {
-          settle({ kind: "timeout" });
-          outgoing.destroy();
-        }, req.timeoutMs);
-        const onAbort = () => {
-          settle({ kind: "aborted" });
-          outgoing.destroy();
-        };
-        req.signal?.addEventListener("abort", onAbort, { once: true });
-        outgoing.on("response", (res) => {
-          const chunks: Buffer[] = [];
-          let size = 0;
-          res.on("data", (chunk: Buffer) => {
-            size += chunk.length;
-            if (size > options.maxReplyBytes) {
-              settle({ kind: "too_large" });
-              res.destroy();
-              return;
-            }
-            chunks.push(chunk);
-          });
-          res.on("end", () =>
-            settle({
-              kind: "reply",
-              status: res.statusCode ?? 502,
-              body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
-              contentType: String(res.headers["content-type"] ?? ""),
-            }),
-          );
-          res.on("error", (err: NodeJS.ErrnoException) =>
-            settle({ kind: "unreachable", cause: err.code ?? err.message }),
-          );
-        });
-        if (req.method === "GET") outgoing.end();
-        else outgoing.end(req.body);
-      });
+      const target = options.guard.target(req.host, req.port);
+      return target instanceof Promise ? target.then((t) => send(req, t)) : send(req, target);
     },
     close: () => agent.destroy(),
   };
+
+  /** Dials `target` (what the connect guard made of the host) for `req`, unless refused. */
+  function send(req: ForwardRequest, target: Target): Promise<ForwardResult> {
+    // The guard may have waited (for the core's own addresses): the caller may be gone.
+    if (req.signal?.aborted) return Promise.resolve({ kind: "aborted" });
+    if ("refused" in target) {
+      return Promise.resolve({ kind: "refused", addressClass: target.refused });
+    }
+    return new Promise<ForwardResult>((resolve) => {
+      let settled = false;
+      const settle = (result: ForwardResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        req.signal?.removeEventListener("abort", onAbort);
+        resolve(result);
+      };
+      const outgoing = request({
+        agent,
+        host: target.host,
+        lookup: options.guard.lookup(req.port),
+        port: req.port,
+        method: req.method ?? "POST",
+        path: req.path,
+        headers:
+          req.method === "GET"
+            ? { ...req.headers, accept: "application/json" }
+            : {
+                ...req.headers,
+                "content-type": "application/json",
+                "content-length": String(req.body.length),
+                accept: "application/json",
+              },
+      });
+      // The error listener comes first: destroying a request emits `error`, and an
+      // `error` event without a listener would stop the process.
+      outgoing.on("error", (err: NodeJS.ErrnoException & { addressClass?: string }) =>
+        settle(
+          err.code === addressRefusedCode
+            ? { kind: "refused", addressClass: err.addressClass ?? "" }
+            : { kind: "unreachable", cause: err.code ?? err.message },
+        ),
+      );
+      const timer = setTimeout(() => {
+        settle({ kind: "timeout" });
+        outgoing.destroy();
+      }, req.timeoutMs);
+      const onAbort = () => {
+        settle({ kind: "aborted" });
+        outgoing.destroy();
+      };
+      req.signal?.addEventListener("abort", onAbort, { once: true });
+      outgoing.on("response", (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > options.maxReplyBytes) {
+            settle({ kind: "too_large" });
+            res.destroy();
+            return;
+          }
+          chunks.push(chunk);
+        });
+        res.on("end", () =>
+          settle({
+            kind: "reply",
+            status: res.statusCode ?? 502,
+            body: chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size),
+            contentType: String(res.headers["content-type"] ?? ""),
+          }),
+        );
+        res.on("error", (err: NodeJS.ErrnoException) =>
+          settle({ kind: "unreachable", cause: err.code ?? err.message }),
+        );
+      });
+      if (req.method === "GET") outgoing.end();
+      else outgoing.end(req.body);
+    });
+  }
 }

@@ -5,6 +5,7 @@ import { DomainError, type ErrorKind, invalidArgument, unavailable } from "../er
 import type { Logger } from "../log.js";
 import { databaseUnavailableReason } from "../storage/index.js";
 import type { OperatorAllowlist } from "./allowlist.js";
+import { coreListenerClass } from "./connect-guard.js";
 import type { Forwarder, ForwardResult } from "./forwarder.js";
 import type { PluginManifest } from "./manifest.js";
 import type { PluginRecord } from "./plugin-store.js";
@@ -467,14 +468,18 @@ export class PluginError extends DomainError {
 
 /**
  * The plugin's host is, or resolves to, an address plugins may not be reached at: the caller
- * sees an unreachable plugin, the operator_call event says why (docs/operator-lane.md).
+ * sees an unreachable plugin, the operator_call event says why (docs/operator-lane.md):
+ * PLUGIN_IS_CORE when that address, on the manifest's port, is the core's own listener,
+ * PLUGIN_ADDRESS_REFUSED for an address class plugins may not be reached at.
  */
 export class PluginAddressRefused extends DomainError {
-  readonly eventReason = "PLUGIN_ADDRESS_REFUSED";
+  readonly eventReason: "PLUGIN_IS_CORE" | "PLUGIN_ADDRESS_REFUSED";
   constructor(addressClass: string) {
     super("unavailable", "PLUGIN_UNAVAILABLE", "the plugin cannot be reached", {
       cause: new Error(`the plugin's address is refused (${addressClass})`),
     });
+    this.eventReason =
+      addressClass === coreListenerClass ? "PLUGIN_IS_CORE" : "PLUGIN_ADDRESS_REFUSED";
   }
 }
 

@@ -20,8 +20,8 @@ import type { Database, Queryable } from "../storage/index.js";
 import { createOperatorAllowlist, type OperatorAllowlist } from "./allowlist.js";
 import { createAllowlistStore } from "./allowlist-store.js";
 import { writeOncePerTurn } from "./audit-turn.js";
-import { createConnectGuard } from "./connect-guard.js";
-import { type CoreListener, createCoreAddressCheck } from "./core-address.js";
+import { coreListenerClass, createConnectGuard } from "./connect-guard.js";
+import { type CoreListener, createCoreAddressCheck, createCoreDialCheck } from "./core-address.js";
 import { createForwarder } from "./forwarder.js";
 import { createGateway, type Gateway, type GatewayDeps } from "./gateway.js";
 import { createHostPolicy, type HostResolver, systemResolver } from "./host-policy.js";
@@ -147,15 +147,14 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
   };
   const resolve = deps.resolveHost ?? systemResolver;
   const hosts = createHostPolicy({ allowedHosts: deps.config.allowedHosts, resolve });
+  // Registration and every dial refuse the core's own listener, from the same sources.
+  const coreListener = deps.coreListener ?? (() => undefined);
   const registry = createPluginRegistry({
     db: deps.db,
     box,
     audit: deps.audit,
     hosts,
-    refuseCore: createCoreAddressCheck({
-      listener: deps.coreListener ?? (() => undefined),
-      resolve,
-    }),
+    refuseCore: createCoreAddressCheck({ listener: coreListener, resolve }),
     checkTrait: engineTraitCheck(deps.policy),
     byId,
     byCredential,
@@ -171,10 +170,13 @@ export function createGatewayModule(deps: GatewayModuleDeps): GatewayArea {
     guard: createConnectGuard({
       policy: hosts,
       resolve,
-      onRefused: ({ host, address, addressClass }) =>
+      core: createCoreDialCheck({ listener: coreListener, resolve }),
+      onRefused: ({ host, port, address, addressClass }) =>
         deps.log.warn(
-          { area: "gateway", plugin_host: host, address, address_class: addressClass },
-          "plugin connection refused: the host is or resolves to an address plugins may not be reached at",
+          { area: "gateway", plugin_host: host, port, address, address_class: addressClass },
+          addressClass === coreListenerClass
+            ? "plugin connection refused: the host and port are or resolve to this core's own listening address"
+            : "plugin connection refused: the host is or resolves to an address plugins may not be reached at",
         ),
     }),
   });

@@ -156,7 +156,7 @@ describe("the connect guard", () => {
     });
     const lookup = (name: string, options: { all?: boolean; family?: number } = {}) =>
       new Promise<{ err: NodeJS.ErrnoException | null; address: string | LookupAddress[] }>(
-        (resolve) => guard.lookup(name, options, (err, address) => resolve({ err, address })),
+        (resolve) => guard.lookup(8080)(name, options, (err, address) => resolve({ err, address })),
       );
     return { guard, asked, refusals, lookup };
   }
@@ -169,7 +169,7 @@ describe("the connect guard", () => {
     expect(err?.code).toBe(addressRefusedCode);
     expect(asked).toEqual(["evil.example"]);
     expect(refusals).toEqual([
-      { host: "evil.example", address: "169.254.169.254", addressClass: "metadata" },
+      { host: "evil.example", port: 8080, address: "169.254.169.254", addressClass: "metadata" },
     ]);
   });
 
@@ -192,13 +192,13 @@ describe("the connect guard", () => {
 
   it("checks IP literals itself (Node dials them without a lookup) and dials their canonical form", () => {
     const { guard, asked } = guardWith({});
-    expect(guard.target("2852039166")).toEqual({ refused: "metadata" });
-    expect(guard.target("0x7f.1")).toEqual({ refused: "loopback" });
-    expect(guard.target("::ffff:a9fe:a9fe")).toEqual({ refused: "metadata" });
-    expect(guard.target("metadata.google.internal")).toEqual({ refused: "metadata" });
-    expect(guard.target("bad host")).toEqual({ refused: "invalid_host" });
-    expect(guard.target("::ffff:203.0.113.9")).toEqual({ host: "203.0.113.9" });
-    expect(guard.target("Rag.Internal.")).toEqual({ host: "rag.internal" });
+    expect(guard.target("2852039166", 8080)).toEqual({ refused: "metadata" });
+    expect(guard.target("0x7f.1", 8080)).toEqual({ refused: "loopback" });
+    expect(guard.target("::ffff:a9fe:a9fe", 8080)).toEqual({ refused: "metadata" });
+    expect(guard.target("metadata.google.internal", 8080)).toEqual({ refused: "metadata" });
+    expect(guard.target("bad host", 8080)).toEqual({ refused: "invalid_host" });
+    expect(guard.target("::ffff:203.0.113.9", 8080)).toEqual({ host: "203.0.113.9" });
+    expect(guard.target("Rag.Internal.", 8080)).toEqual({ host: "rag.internal" });
     expect(asked).toEqual([]);
   });
 });

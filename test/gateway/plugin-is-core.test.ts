@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { reachesListener } from "../../src/gateway/core-address.js";
+import { createCoreDialCheck, reachesListener } from "../../src/gateway/core-address.js";
 import { callJson, type JsonReply } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -7,12 +7,19 @@ import { startTestServer, type TestServer } from "../support/server.js";
  * A manifest may not point at the core itself (docs/operator-lane.md printed the echo
  * plugin's manifest with the core's own port 8080, and registration took it): its host, as
  * written or resolved, on the core's own port is `400 PLUGIN_IS_CORE` naming `manifest.port`,
- * at registration and at an update; another port of the same host is a plugin like any.
+ * at registration and at an update; another port of the same host is a plugin like any. And
+ * the gateway never dials it: a name that resolves to the core later, or a manifest stored
+ * with the port the core listens on now, gets no connection (503 PLUGIN_UNAVAILABLE, event
+ * reason PLUGIN_IS_CORE), so the plugin's core secret never reaches the core.
  */
 
 const password = "plugin-is-core-admin-pw";
 let server: TestServer;
 let admin: { token: string; key: string };
+let aiCore = "";
+
+/** What names resolve to (as getaddrinfo would on this machine, without asking it). */
+const answers = new Map<string, string[]>([["localhost", ["127.0.0.1", "::1"]]]);
 
 const adminCall = (path: string, body: unknown, method = "POST") =>
   callJson(server.url, path, body, {
@@ -34,9 +41,9 @@ const errorInfo = (res: JsonReply) =>
 
 beforeAll(async () => {
   server = await startTestServer({
-    // `localhost` resolves as getaddrinfo would on this machine, without asking it.
     resolveHost: async (name) => {
-      if (name === "localhost") return ["127.0.0.1", "::1"];
+      const found = answers.get(name);
+      if (found !== undefined) return found;
       throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${name}`), { code: "ENOTFOUND" });
     },
   });
@@ -44,8 +51,23 @@ beforeAll(async () => {
   const login = await callJson(server.url, "/auth/login", { username: "root", password });
   admin = {
     token: login.body.token as string,
-    key: await server.createApiKey(["plugins:read", "plugins:write"]),
+    key: await server.createApiKey([
+      "plugins:read",
+      "plugins:write",
+      "operator:write",
+      "service_accounts:write",
+    ]),
   };
+  const sa = await adminCall("/api/admin/service-accounts", {
+    name: "ai-core",
+    roles: ["service"],
+  });
+  const token = await callJson(server.url, "/auth/token", {
+    grant_type: "client_credentials",
+    client_id: "ai-core",
+    client_secret: sa.body.client_secret,
+  });
+  aiCore = token.body.access_token as string;
 });
 
 afterAll(async () => {
@@ -86,6 +108,144 @@ describe("a manifest pointing at the core itself", () => {
     expect(errorInfo(moved)?.reason).toBe("PLUGIN_IS_CORE");
     const kept = await adminCall("/admin/plugins/neighbour", undefined, "GET");
     expect((kept.body.plugin as { manifest: { port: number } }).manifest.port).toBe(otherPort);
+  });
+});
+
+describe("a plugin whose address reaches the core when dialled", () => {
+  const otherPort = () => (server.port === 65535 ? 65534 : server.port + 1);
+
+  /** Registers `host` on `port`, allowlisted for ai-core. */
+  async function plugin(id: string, host: string, port: number) {
+    const res = await adminCall(
+      "/admin/plugins?allow_unlisted_host=true",
+      manifest(id, host, port),
+    );
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    const allow = await adminCall(
+      "/admin/operator/allowlist",
+      { caller: "ai-core", target: id, operations: ["ping"] },
+      "PUT",
+    );
+    expect(allow.status).toBe(200);
+  }
+
+  let calls = 0;
+  /** Calls the plugin through the gateway; `requests`: the core's requests with its id. */
+  async function ping(id: string) {
+    const requestId = `plugin-is-core-${++calls}`;
+    const res = await callJson(
+      server.url,
+      `/gateway/${id}/ping`,
+      { caller_plugin: "ai-core", payload: {} },
+      { token: aiCore, headers: { "x-request-id": requestId } },
+    );
+    // The forwarded request would carry the same request id (and the plugin's core secret).
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const requests = server.logs
+      .map((l) => JSON.parse(l) as { msg?: string; request_id?: string })
+      .filter((l) => l.msg === "call" && l.request_id === requestId).length;
+    return { ...res, requests };
+  }
+
+  const refusalsOf = (host: string) =>
+    server.logs
+      .filter((l) => l.includes("this core's own listening address"))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.plugin_host === host);
+
+  it("a name that resolves to the core's address later gets no connection: 503, PLUGIN_IS_CORE", async () => {
+    answers.set("moving.test", ["203.0.113.7"]);
+    await plugin("moving", "moving.test", server.port);
+    answers.set("moving.test", ["127.0.0.1"]);
+    const res = await ping("moving");
+    expect([res.status, res.reason]).toEqual([503, "PLUGIN_UNAVAILABLE"]);
+    // Only the gateway call itself reached the core: nothing was forwarded back into it.
+    expect(res.requests).toBe(1);
+    expect(await reasonOf("moving")).toBe("PLUGIN_IS_CORE");
+    expect(refusalsOf("moving.test")).toContainEqual(
+      expect.objectContaining({
+        level: "warn",
+        address: "127.0.0.1",
+        port: server.port,
+        address_class: "core_listener",
+      }),
+    );
+    expect(server.logs.filter((l) => l.includes("tgc_"))).toEqual([]);
+  });
+
+  it.each([
+    ["stored-ip", "127.0.0.1"],
+    ["stored-name", "localhost"],
+  ])(
+    "a manifest (%s) stored with the port the core listens on now is never dialled",
+    async (id, host) => {
+      // Registered on another port, then stored with the core's (as a manifest written before
+      // the core listened, or before it was restarted on that port, would be).
+      await plugin(id, host, otherPort());
+      await server.core.db.query("UPDATE plugins SET port = $2 WHERE id = $1", [id, server.port]);
+      const res = await ping(id);
+      expect([res.status, res.reason]).toEqual([503, "PLUGIN_UNAVAILABLE"]);
+      expect(res.requests).toBe(1);
+      expect(await reasonOf(id)).toBe("PLUGIN_IS_CORE");
+      expect(refusalsOf(host)).toContainEqual(
+        expect.objectContaining({ address: "127.0.0.1", port: server.port }),
+      );
+    },
+  );
+});
+
+/** The reason of the operator_call event of plugin `id`, once written. */
+async function reasonOf(id: string): Promise<unknown> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const { rows } = await server.core.db.query<{ details: { reason: string } }>(
+      "SELECT details FROM audit_events WHERE action = 'operator_call' AND target = $1",
+      [`plugin:${id}`],
+    );
+    if (rows[0] !== undefined || Date.now() > deadline) return rows[0]?.details.reason;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe("the dial-time check's cost", () => {
+  it("another port than the core's costs a comparison; the listener is worked out once", async () => {
+    let resolved = 0;
+    let interfaceReads = 0;
+    let now = 0;
+    const check = createCoreDialCheck({
+      listener: () => ({ host: "core.local", port: 8080 }),
+      resolve: async () => {
+        resolved++;
+        return ["0.0.0.0"];
+      },
+      interfaces: () => {
+        interfaceReads++;
+        return ["10.0.0.5"];
+      },
+      interfacesTtlMs: 1000,
+      now: () => now,
+    });
+    expect(check(["127.0.0.1"], 8081)).toBeUndefined();
+    expect([resolved, interfaceReads]).toEqual([0, 0]);
+    // The listener's name resolves once, on the first dial on its port.
+    expect(await check(["203.0.113.9", "10.0.0.5"], 8080)).toBe("10.0.0.5");
+    expect(check(["127.0.0.2"], 8080)).toBe("127.0.0.2");
+    expect(check(["::1"], 8080)).toBeUndefined();
+    expect(check(["10.0.0.6"], 8080)).toBeUndefined();
+    expect([resolved, interfaceReads]).toEqual([1, 1]);
+    // Interface addresses are read again once they are older than the TTL.
+    now = 2000;
+    expect(check(["10.0.0.6"], 8080)).toBeUndefined();
+    expect([resolved, interfaceReads]).toEqual([1, 2]);
+  });
+
+  it("refuses nothing before the core listens", () => {
+    const check = createCoreDialCheck({
+      listener: () => undefined,
+      resolve: async () => [],
+      interfaces: () => [],
+    });
+    expect(check(["127.0.0.1"], 8080)).toBeUndefined();
   });
 });
 
