@@ -49,7 +49,12 @@ import {
   remoteTarget,
 } from "./remote-admin.js";
 import { runIngestCommand } from "./search/ingest-command.js";
-import { parseWorkerCount, superviseWorkers, workerSlotVariable } from "./serve-workers.js";
+import {
+  parseWorkerCount,
+  superviseWorkers,
+  workerSlot,
+  workerSlotVariable,
+} from "./serve-workers.js";
 import { installLastResortGuard } from "./server/last-resort.js";
 import { type Database, DataDirLockedError, migrate, openDatabase } from "./storage/index.js";
 
@@ -162,10 +167,11 @@ async function serve(args: string[]): Promise<void> {
       );
     }
     const logs = await logHandlersOrExit(config);
+    const log = logs.log.child({ role: "primary" });
     // A scrape of any worker's /metrics answers with every worker's (src/metrics/cluster.ts).
     const { aggregateWorkerMetrics } = await import("./metrics/index.js");
-    aggregateWorkerMetrics();
-    const code = await superviseWorkers({ workers, log: logs.log.child({ role: "primary" }) });
+    aggregateWorkerMetrics({ log, expected: workers, slotOf: workerSlot });
+    const code = await superviseWorkers({ workers, log });
     await logs.close();
     process.exit(code);
   }

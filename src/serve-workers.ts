@@ -52,6 +52,13 @@ export function nextBackoff(
 /** The worker's number (1..N, kept by its replacements), given to it in its environment. */
 export const workerSlotVariable = "TRAITGATE_WORKER";
 
+const slots = new WeakMap<Worker, number>();
+
+/** In the primary: a worker's number (1..N), for lines that name it. */
+export function workerSlot(worker: Worker): number | undefined {
+  return slots.get(worker);
+}
+
 /** Runs the primary until it is told to stop; resolves with its exit code. */
 export function superviseWorkers(options: SuperviseOptions): Promise<number> {
   const { log } = options;
@@ -67,6 +74,7 @@ export function superviseWorkers(options: SuperviseOptions): Promise<number> {
   return new Promise<number>((resolve) => {
     const fork = (slot: number) => {
       const worker = cluster.fork({ [workerSlotVariable]: String(slot) });
+      slots.set(worker, slot);
       running.set(worker, { slot, startedAt: Date.now() });
       worker.on("exit", (code, signal) => {
         const state = running.get(worker);

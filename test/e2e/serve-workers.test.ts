@@ -12,11 +12,13 @@ import {
   schemaConnection,
   testSchemaName,
 } from "../support/database.js";
+import { parseExposition, sampleValue } from "../support/prometheus.js";
 
 /**
  * `traitgate serve --workers N` (src/serve-workers.ts): N worker processes share the port and
- * each answers calls; one that dies is started again; SIGTERM to the primary stops them all
- * with exit 0. Refused (exit 2) with a bad count, on the embedded database and with LOG_FILE.
+ * each answers calls; one that dies is started again; one that is stuck is left out of a
+ * scrape of /metrics, which still answers; SIGTERM to the primary stops them all with exit 0.
+ * Refused (exit 2) with a bad count, on the embedded database and with LOG_FILE.
  */
 
 const secrets = {
@@ -34,6 +36,7 @@ interface LogLine {
   worker?: number;
   pid?: number;
   route?: string;
+  worker_pid?: number;
 }
 
 const linesOf = (output: string): LogLine[] =>
@@ -60,6 +63,28 @@ const counterSum = async (url: string, name: string, labels: RegExp) => {
     .filter((l) => l.startsWith(`${name}{`) && labels.test(l))
     .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
 };
+
+/** GET /metrics on a new connection: its status, text and how long it took. */
+const scrape = async (url: string) => {
+  const started = performance.now();
+  const res = await fetch(`${url}/metrics`, {
+    headers: { connection: "close" },
+    signal: AbortSignal.timeout(20_000),
+  });
+  const text = await res.text();
+  return { status: res.status, text, ms: Math.round(performance.now() - started) };
+};
+
+/** `traitgate_metrics_workers{state}` in an exposition: workers a scrape holds or lacks. */
+const workersGauge = (text: string, state: "answered" | "missing") =>
+  sampleValue(parseExposition(text), "traitgate_metrics_workers", { state });
+
+/** The sum of a counter's series matching `labels` in an exposition. */
+const sumOf = (text: string, name: string, labels: RegExp) =>
+  text
+    .split("\n")
+    .filter((l) => l.startsWith(`${name}{`) && labels.test(l))
+    .reduce((sum, l) => sum + Number(l.slice(l.lastIndexOf(" ") + 1)), 0);
 
 /** Waits until `check` holds, polling; throws past `timeoutMs`. */
 async function until(check: () => boolean | Promise<boolean>, timeoutMs: number, what: string) {
@@ -114,29 +139,30 @@ describe("serve --workers refusals", () => {
 const url = postgresUrlFor("serve --workers");
 
 describe.skipIf(!url)("serve --workers 2 on PostgreSQL", { timeout: 120_000 }, () => {
-  let db: Database | undefined;
+  const dbs: Database[] = [];
   afterAll(async () => {
     killAll();
-    await db?.close();
+    for (const db of dbs) await db.close();
   });
 
-  it("answers from both workers, restarts one that dies, and stops all on SIGTERM", async () => {
+  /** `serve --workers 2` on a schema of its own, once both workers listen. */
+  const startWorkers = async () => {
     const base = url ?? "";
     const schema = testSchemaName();
     // The schema, empty: the two workers migrate it together (src/storage/migrate.ts locks).
-    db = await openTestPostgres(base, schema);
-    const env = {
-      ...secrets,
-      DB_CONNECTION: schemaConnection(base, schema),
-    };
-    const { child, output } = await startCli(
+    dbs.push(await openTestPostgres(base, schema));
+    const started = await startCli(
       ["serve", "--workers", "2"],
-      env,
+      { ...secrets, DB_CONNECTION: schemaConnection(base, schema) },
       /traitgate listening[\s\S]*traitgate listening/,
     );
+    return { ...started, serverUrl: listeningUrl(started.output()) };
+  };
+
+  it("answers from both workers, restarts one that dies, and stops all on SIGTERM", async () => {
+    const { child, output, serverUrl } = await startWorkers();
     const listening = () => linesOf(output()).filter((l) => l.msg === "traitgate listening");
     expect(new Set(listening().map((l) => l.worker))).toEqual(new Set([1, 2]));
-    const serverUrl = listeningUrl(output());
     expect(listening().every((l) => listeningUrl(JSON.stringify(l)) === serverUrl)).toBe(true);
 
     const answeredBy = () =>
@@ -194,5 +220,89 @@ describe.skipIf(!url)("serve --workers 2 on PostgreSQL", { timeout: 120_000 }, (
       expect(pid).toBeGreaterThan(1);
       expect(() => process.kill(pid as number, 0)).toThrow();
     }
+  });
+
+  it("a stuck worker: a scrape answers without it, says so, and counts it again once it answers", async () => {
+    const { child, output, serverUrl } = await startWorkers();
+    const listening = () => linesOf(output()).filter((l) => l.msg === "traitgate listening");
+    const healthzLogged = (worker?: number) =>
+      linesOf(output()).filter(
+        (l) =>
+          l.msg === "call" &&
+          l.route === "GET /healthz" &&
+          (worker === undefined || l.worker === worker),
+      );
+    await until(
+      async () => {
+        expect(await healthz(serverUrl)).toBe(200);
+        return new Set(healthzLogged().map((l) => l.worker)).size === 2;
+      },
+      20_000,
+      "both workers answer /healthz",
+    );
+    const stuckPid = listening().find((l) => l.worker === 2)?.pid;
+    if (typeof stuckPid !== "number" || stuckPid <= 1) throw new Error("worker 2 logged no pid");
+
+    // SIGSTOP freezes worker 2 as a busy loop would: it reads no message and no connection.
+    process.kill(stuckPid, "SIGSTOP");
+    try {
+      // The cluster hands each new connection to a worker that took its previous one: two
+      // connections in turn give the frozen worker one it never takes, and every later
+      // connection (the scrapes below) goes to worker 1.
+      for (let i = 0; i < 2; i++) {
+        await new Promise<void>((resolve) => {
+          const req = get(`${serverUrl}/healthz`, { agent: false, timeout: 1_000 }, (res) => {
+            res.resume();
+            res.on("end", () => resolve());
+          });
+          req.on("timeout", () => req.destroy());
+          req.on("error", () => resolve());
+        });
+      }
+
+      // The scrape answers 200 with worker 1's calls, and says one worker is missing.
+      const counted = (text: string) =>
+        sumOf(text, "traitgate_rpc_requests_total", /protocol="http"/);
+      let partial = await scrape(serverUrl);
+      await until(
+        async () => {
+          expect(partial.status).toBe(200);
+          if (counted(partial.text) === healthzLogged(1).length) return true;
+          partial = await scrape(serverUrl);
+          return false;
+        },
+        20_000,
+        "a scrape counts worker 1's calls",
+      );
+      // The primary waits 2 s for a worker (prom-client's aggregation failed the scrape after 5 s).
+      expect(partial.ms, "the scrape's time in ms").toBeLessThan(4_500);
+      expect(workersGauge(partial.text, "answered")).toBe(1);
+      expect(workersGauge(partial.text, "missing")).toBe(1);
+      // The primary names the worker left out.
+      const warned = linesOf(output()).filter(
+        (l) => l.msg === "a worker did not answer for the metrics: this scrape leaves it out",
+      );
+      expect(warned.length).toBeGreaterThan(0);
+      expect(warned.every((l) => l.worker === 2 && l.worker_pid === stuckPid)).toBe(true);
+    } finally {
+      process.kill(stuckPid, "SIGCONT");
+    }
+
+    // Resumed, worker 2 answers again: the next scrapes count both workers.
+    await until(
+      async () => {
+        const whole = await scrape(serverUrl);
+        expect(whole.status).toBe(200);
+        return (
+          workersGauge(whole.text, "answered") === 2 &&
+          workersGauge(whole.text, "missing") === 0 &&
+          sumOf(whole.text, "traitgate_rpc_requests_total", /protocol="http"/) ===
+            healthzLogged().length
+        );
+      },
+      20_000,
+      "a scrape counts both workers again",
+    );
+    expect(await stopCli(child)).toBe(0);
   });
 });
