@@ -121,8 +121,11 @@ export function createCoreDialCheck(options: {
   let pending: { host: string; port: number; ready: Promise<Known> } | undefined;
 
   const knownOf = (core: CoreListener, listens: readonly string[]): Known => {
-    known = { ...core, listens, own: interfaces(), ownAt: now(), hits: new Map() };
-    return known;
+    const state = { ...core, listens, own: interfaces(), ownAt: now(), hits: new Map() };
+    // A HOST name that did not resolve (a DNS failure) is asked again at the next dial on the
+    // core's port, not taken as "the core listens nowhere" for the listener's life.
+    if (listens.length > 0) known = state;
+    return state;
   };
 
   function prepare(core: CoreListener): Known | Promise<Known> {

@@ -56,10 +56,41 @@ export function createForwarder(options: {
       // A caller that already left costs no request (and no socket).
       if (req.signal?.aborted) return Promise.resolve({ kind: "aborted" });
       const target = options.guard.target(req.host, req.port);
-      return target instanceof Promise ? target.then((t) => send(req, t)) : send(req, target);
+      return target instanceof Promise ? afterGuard(req, target) : send(req, target);
     },
     close: () => agent.destroy(),
   };
+
+  /**
+   * While the guard works out the core's own addresses (once per listener whose HOST is a
+   * name), the call's timeout and its caller's signal hold as they do for the request itself:
+   * what is left of the timeout then goes to the request.
+   */
+  function afterGuard(req: ForwardRequest, target: Promise<Target>): Promise<ForwardResult> {
+    const started = performance.now();
+    return new Promise<ForwardResult>((resolve) => {
+      let settled = false;
+      const settle = (result: ForwardResult | Promise<ForwardResult>) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        req.signal?.removeEventListener("abort", onAbort);
+        resolve(result);
+      };
+      const onAbort = () => settle({ kind: "aborted" });
+      const timer = setTimeout(() => settle({ kind: "timeout" }), req.timeoutMs);
+      req.signal?.addEventListener("abort", onAbort, { once: true });
+      target.then(
+        (t) => {
+          const left = req.timeoutMs - (performance.now() - started);
+          if (left <= 0) settle({ kind: "timeout" });
+          else settle(send({ ...req, timeoutMs: left }, t));
+        },
+        (err: unknown) =>
+          settle({ kind: "unreachable", cause: err instanceof Error ? err.message : String(err) }),
+      );
+    });
+  }
 
   /** Dials `target` (what the connect guard made of the host) for `req`, unless refused. */
   function send(req: ForwardRequest, target: Target): Promise<ForwardResult> {

@@ -186,7 +186,10 @@ export async function serveGrpcUnary(
       call: client,
       contextValues: options.contextValues,
     });
-    if (gone(res)) return;
+    if (gone(res)) {
+      client.end();
+      return;
+    }
     const message =
       presetResponseOf(outcome.message)?.binary?.() ??
       toBinary(spec.method.output, outcome.message);

@@ -90,3 +90,19 @@ describe("forwarder", () => {
     }
   });
 });
+
+describe("a guard that is still working out the core's own addresses", () => {
+  /** A guard whose answer never comes (a listener name whose lookup hangs). */
+  const waiting = { ...guard, target: () => new Promise<never>(() => {}) };
+
+  it("holds the call's timeout and its caller's signal meanwhile", async () => {
+    const forwarder = createForwarder({ maxReplyBytes: 1024, guard: waiting });
+    const request = { host: "127.0.0.1", port, path: "/", body: Buffer.from("{}"), headers: {} };
+    expect(await forwarder.forward({ ...request, timeoutMs: 50 })).toEqual({ kind: "timeout" });
+    const leaving = new AbortController();
+    const call = forwarder.forward({ ...request, timeoutMs: 60_000, signal: leaving.signal });
+    leaving.abort();
+    expect(await call).toEqual({ kind: "aborted" });
+    forwarder.close();
+  });
+});

@@ -239,6 +239,21 @@ describe("the dial-time check's cost", () => {
     expect([resolved, interfaceReads]).toEqual([1, 2]);
   });
 
+  it("asks again after the listener's name failed to resolve, rather than never refusing", async () => {
+    let failing = true;
+    const check = createCoreDialCheck({
+      listener: () => ({ host: "core.local", port: 8080 }),
+      resolve: async () => {
+        if (failing) throw new Error("EAI_AGAIN");
+        return ["127.0.0.1"];
+      },
+      interfaces: () => [],
+    });
+    expect(await check(["127.0.0.1"], 8080)).toBeUndefined();
+    failing = false;
+    expect(await check(["127.0.0.1"], 8080)).toBe("127.0.0.1");
+  });
+
   it("refuses nothing before the core listens", () => {
     const check = createCoreDialCheck({
       listener: () => undefined,
