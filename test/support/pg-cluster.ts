@@ -102,7 +102,12 @@ function dropNow(name: string): void {
     // not running
   }
   const left = postmasterPid(name);
-  if (left !== undefined) signal([...childrenOf(left), left], "SIGKILL");
+  if (left !== undefined) {
+    signal([...childrenOf(left), left], "SIGKILL");
+    // pg_dropcluster refuses a cluster whose postmaster still runs: wait (≤ 5 s) for it to go.
+    const pause = new Int32Array(new SharedArrayBuffer(4));
+    for (let i = 0; i < 100 && alive(left); i++) Atomics.wait(pause, 0, 0, 50);
+  }
   try {
     execFileSync("pg_dropcluster", [version, name], { stdio: "ignore" });
   } catch {
