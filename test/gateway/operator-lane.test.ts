@@ -9,6 +9,7 @@ import { CallRequestSchema, GatewayService } from "../../gen/traitgate/gateway/v
 import { verifyAuditChain } from "../../src/audit/index.js";
 import { type EchoPlugin, startEchoPlugin } from "../support/echo-plugin.js";
 import { callJson } from "../support/http.js";
+import { serviceAccountToken } from "../support/operator-lane.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -120,16 +121,7 @@ beforeAll(async () => {
       "service_accounts:write",
     ]),
   };
-  const sa = await adminCall("/api/admin/service-accounts", {
-    name: "ai-core",
-    roles: ["service"],
-  });
-  const token = await callJson(server.url, "/auth/token", {
-    grant_type: "client_credentials",
-    client_id: "ai-core",
-    client_secret: sa.body.client_secret,
-  });
-  aiCore = token.body.access_token as string;
+  aiCore = await serviceAccountToken(server.url, adminCall, "ai-core");
 
   // The spec's setup sequence: declare the endpoints in a manifest, register, start the
   // plugin with the core's secret, point the manifest at its port, allowlist.

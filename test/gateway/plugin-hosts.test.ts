@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { callJson, type JsonReply } from "../support/http.js";
+import { operatorCallReason } from "../support/operator-lane.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -320,14 +321,4 @@ describe("forward time checks the address actually dialled", () => {
 });
 
 /** The reason of the operator_call event of plugin `id`, once written. */
-async function reasonOf(id: string): Promise<unknown> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const { rows } = await server.core.db.query<{ details: { reason: string } }>(
-      "SELECT details FROM audit_events WHERE action = 'operator_call' AND target = $1",
-      [`plugin:${id}`],
-    );
-    if (rows[0] !== undefined || Date.now() > deadline) return rows[0]?.details.reason;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const reasonOf = (id: string) => operatorCallReason(server, id);

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createCoreDialCheck, reachesListener } from "../../src/gateway/core-address.js";
 import { callJson, type JsonReply } from "../support/http.js";
+import { operatorCallReason, serviceAccountToken } from "../support/operator-lane.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
 /**
@@ -58,16 +59,7 @@ beforeAll(async () => {
       "service_accounts:write",
     ]),
   };
-  const sa = await adminCall("/api/admin/service-accounts", {
-    name: "ai-core",
-    roles: ["service"],
-  });
-  const token = await callJson(server.url, "/auth/token", {
-    grant_type: "client_credentials",
-    client_id: "ai-core",
-    client_secret: sa.body.client_secret,
-  });
-  aiCore = token.body.access_token as string;
+  aiCore = await serviceAccountToken(server.url, adminCall, "ai-core");
 });
 
 afterAll(async () => {
@@ -195,17 +187,7 @@ describe("a plugin whose address reaches the core when dialled", () => {
 });
 
 /** The reason of the operator_call event of plugin `id`, once written. */
-async function reasonOf(id: string): Promise<unknown> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const { rows } = await server.core.db.query<{ details: { reason: string } }>(
-      "SELECT details FROM audit_events WHERE action = 'operator_call' AND target = $1",
-      [`plugin:${id}`],
-    );
-    if (rows[0] !== undefined || Date.now() > deadline) return rows[0]?.details.reason;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const reasonOf = (id: string) => operatorCallReason(server, id);
 
 describe("the dial-time check's cost", () => {
   it("another port than the core's costs a comparison; the listener is worked out once", async () => {
