@@ -1,6 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { checkChannel, type ListenHandlers, type NotificationSubscription } from "./notify.js";
-import type { Database, Executor, PoolStats, QueryResult, Session } from "./types.js";
+import type { Database, Executor, PoolStats, QueryOptions, QueryResult, Session } from "./types.js";
 import { asUnavailable, unavailableKind } from "./unavailable.js";
 
 /** One connection taken from a driver for a transaction or a session. */
@@ -13,7 +13,11 @@ export interface Lease {
 /** What each driver provides; transactions, sessions and guards are built on top, once. */
 export interface Driver {
   readonly kind: Database["kind"];
-  query<R>(sql: string, params: readonly unknown[] | undefined): Promise<QueryResult<R>>;
+  query<R>(
+    sql: string,
+    params: readonly unknown[] | undefined,
+    options?: QueryOptions,
+  ): Promise<QueryResult<R>>;
   exec(script: string): Promise<void>;
   /** `unbounded`: statements on it may take as long as they need (sessions: maintenance). */
   acquire(options?: { unbounded?: boolean }): Promise<Lease>;
@@ -72,9 +76,9 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
   };
 
   const handle = (conn: Executor, scope: Scope): Executor => ({
-    async query<R>(sql: string, params?: readonly unknown[]) {
+    async query<R>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
       use(scope);
-      return conn.query<R>(sql, params);
+      return conn.query<R>(sql, params, options);
     },
     async exec(script) {
       use(scope);
@@ -113,9 +117,9 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
     stats: () => ({ pool: driver.pool?.(), ...failures }),
 
     // Connection failures become DATABASE_UNAVAILABLE (src/storage/unavailable.ts).
-    async query<R>(sql: string, params?: readonly unknown[]) {
+    async query<R>(sql: string, params?: readonly unknown[], options?: QueryOptions) {
       enter();
-      return mapUnavailable(driver.query<R>(sql, params));
+      return mapUnavailable(driver.query<R>(sql, params, options));
     },
 
     async exec(script) {

@@ -12,6 +12,7 @@ export type {
   OpenDatabaseOptions,
   PoolStats,
   Queryable,
+  QueryOptions,
   QueryResult,
   Session,
 } from "./types.js";

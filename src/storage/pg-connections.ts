@@ -1,6 +1,6 @@
 import type { ClientBase, QueryResult as PgResult, Pool, PoolClient, QueryConfig } from "pg";
 import type { Lease } from "./database.js";
-import type { Executor, QueryResult } from "./types.js";
+import type { Executor, QueryOptions, QueryResult } from "./types.js";
 import { DatabaseTimeoutError, isConnectionError } from "./unavailable.js";
 
 /**
@@ -66,7 +66,8 @@ export function leaseOf(
     }
   };
   const conn: Executor = {
-    query: (sql, params) => guarded(() => runStatement(client, sql, params, timeoutMs)),
+    query: (sql, params, queryOptions) =>
+      guarded(() => runStatement(client, sql, params, timeoutMs, queryOptions)),
     exec: (script) => guarded(() => runScript(client, script, timeoutMs)),
   };
   return {
@@ -95,18 +96,22 @@ type BoundedQuery = QueryConfig<unknown[]> & { query_timeout?: number };
 /**
  * One statement over the extended protocol, as PGlite runs it: the same SQL behaves the same
  * on both (several statements in one `query` fail on both; `exec` runs scripts). With
- * timeoutMs, pg rejects with "Query read timeout" when no answer came in time.
+ * timeoutMs, pg rejects with "Query read timeout" when no answer came in time. With
+ * `prepareAs`, a named statement: pg parses it once per connection (and again on a new one)
+ * and then only binds and executes it.
  */
 export async function runStatement<R>(
   target: Pick<ClientBase, "query">,
   text: string,
   params: readonly unknown[] | undefined,
   timeoutMs: number | undefined,
+  options?: QueryOptions,
 ): Promise<QueryResult<R>> {
   const config: BoundedQuery & { queryMode: "extended" } = {
     text,
     values: params ? [...params] : [],
     queryMode: "extended",
+    ...(options?.prepareAs !== undefined ? { name: checkedName(options.prepareAs) } : {}),
     ...(timeoutMs ? { query_timeout: timeoutMs } : {}),
   };
   const result: PgResult = await target.query(config);
@@ -121,4 +126,14 @@ export async function runScript(
 ): Promise<void> {
   const config: BoundedQuery = { text, ...(timeoutMs ? { query_timeout: timeoutMs } : {}) };
   await target.query(config);
+}
+
+const statementName = /^traitgate_[a-z0-9_]{1,50}$/;
+
+/** A prepared statement's name as QueryOptions says: `traitgate_` and [a-z0-9_]. */
+export function checkedName(name: string): string {
+  if (!statementName.test(name)) {
+    throw new Error(`invalid prepared statement name "${name}": use traitgate_[a-z0-9_]+`);
+  }
+  return name;
 }

@@ -1,12 +1,13 @@
 import { mkdir } from "node:fs/promises";
-import { PGlite, type Results } from "@electric-sql/pglite";
+import { PGlite, parse, protocol, type Results } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { fromSql } from "pgvector";
 import type { Logger } from "../log.js";
 import { createDatabase, type Driver, withTimeout } from "./database.js";
 import { type DirLock, lockDataDir } from "./dir-lock.js";
 import { createMutex } from "./mutex.js";
-import type { Database, Executor, QueryResult } from "./types.js";
+import { checkedName } from "./pg-connections.js";
+import type { Database, Executor, QueryOptions, QueryResult } from "./types.js";
 
 export interface PgliteOptions {
   /** A directory (created if missing) or "memory://". */
@@ -62,9 +63,17 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
     for (const { oid } of rows) pglite.parsers[Number(oid)] = (value) => fromSql(value);
   }
 
+  const prepared = preparedStatements(pglite);
   const conn: Executor = {
-    async query<R>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+    async query<R>(
+      sql: string,
+      params?: readonly unknown[],
+      options?: QueryOptions,
+    ): Promise<QueryResult<R>> {
       try {
+        if (options?.prepareAs !== undefined) {
+          return toResult(await prepared.run<R>(options.prepareAs, sql, params ?? []));
+        }
         return toResult(await pglite.query<R>(sql, params ? [...params] : undefined));
       } catch (err) {
         throw withoutParams(err);
@@ -100,7 +109,7 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
 
   const driver: Driver = {
     kind: "pglite",
-    query: (sql, params) => exclusive(() => conn.query(sql, params)),
+    query: (sql, params, options) => exclusive(() => conn.query(sql, params, options)),
     exec: (script) => exclusive(() => conn.exec(script)),
     async acquire() {
       const unlock = await lock.acquire();
@@ -113,6 +122,7 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
             if (reset) {
               await pglite.exec("ROLLBACK").catch(() => {});
               await pglite.exec("DISCARD ALL");
+              prepared.forget(); // DISCARD ALL deallocated them
               for (const channel of channels.keys()) await pglite.exec(`LISTEN ${channel}`);
               await refreshTypes();
             }
@@ -156,6 +166,101 @@ export async function openPglite({ dataDir, template, log }: PgliteOptions): Pro
     },
   };
   return createDatabase(driver);
+}
+
+const { serialize } = protocol;
+
+/** SQLSTATE invalid_sql_statement_name: the prepared statement is not there (any more). */
+const noSuchStatement = "26000";
+
+/**
+ * Named prepared statements on PGlite (QueryOptions.prepareAs), through its wire protocol as
+ * its own `query` speaks it, but parsed once: Parse and Describe on first use, then Bind,
+ * Describe (the portal's columns, for the result's parsers) and Execute in one message, and
+ * Sync. `query` parses and plans its statement on every call (about 1.3 ms for the audit
+ * append in WebAssembly). Run inside the driver's lock, like every other statement.
+ */
+function preparedStatements(pglite: PGlite) {
+  /** Name → its text and parameter types, for the statements prepared on this instance. */
+  const statements = new Map<string, { text: string; paramTypes: number[] }>();
+
+  /** Sends messages, then Sync whatever happened (the backend skips to it after an error). */
+  async function exchange(...messages: Uint8Array[]) {
+    const results = [];
+    try {
+      for (const message of messages) {
+        results.push(...(await pglite.execProtocolStream(message, { syncToFs: false })));
+      }
+    } finally {
+      results.push(...(await pglite.execProtocolStream(serialize.sync(), { syncToFs: false })));
+    }
+    return results;
+  }
+
+  async function prepare(name: string, text: string): Promise<number[]> {
+    const known = statements.get(name);
+    if (known !== undefined) {
+      if (known.text !== text) {
+        throw new Error(`prepared statement "${name}" was used for a different statement`);
+      }
+      return known.paramTypes;
+    }
+    const described = await exchange(
+      serialize.parse({ name: checkedName(name), text }),
+      serialize.describe({ type: "S", name }),
+    );
+    const paramTypes = parse.parseDescribeStatementResults(described);
+    statements.set(name, { text, paramTypes });
+    return paramTypes;
+  }
+
+  async function execute<R>(name: string, text: string, params: readonly unknown[]) {
+    const paramTypes = await prepare(name, text);
+    const values = params.map((value, i) => {
+      if (value === null || value === undefined) return null;
+      const serializer = pglite.serializers[paramTypes[i] ?? 0];
+      return serializer ? serializer(value) : String(value);
+    });
+    const bound = [
+      serialize.bind({ statement: name, values }),
+      serialize.describe({ type: "P" }),
+      serialize.execute({}),
+    ];
+    const messages = await exchange(concat(bound));
+    await pglite.syncToFs();
+    const [result] = parse.parseResults(messages, pglite.parsers) as Results<R>[];
+    if (result === undefined) throw new Error(`prepared statement "${name}" gave no result`);
+    return result;
+  }
+
+  return {
+    run<R>(name: string, text: string, params: readonly unknown[]): Promise<Results<R>> {
+      return pglite.runExclusive(async () => {
+        try {
+          return await execute<R>(name, text, params);
+        } catch (err) {
+          // Deallocated behind this cache's back (a DISCARD ALL in a script): prepare again.
+          if ((err as { code?: unknown }).code !== noSuchStatement) throw err;
+          statements.delete(name);
+          return execute<R>(name, text, params);
+        }
+      });
+    },
+    /** After DISCARD ALL: none is prepared any more. */
+    forget(): void {
+      statements.clear();
+    },
+  };
+}
+
+function concat(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
 }
 
 function toResult<R>(result: Results<R>): QueryResult<R> {

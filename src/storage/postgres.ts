@@ -93,7 +93,8 @@ export async function openPostgres(options: PostgresOptions): Promise<Database> 
 
   const driver: Driver = {
     kind: "postgres",
-    query: (sql, params) => once((client) => runStatement(client, sql, params, statementTimeoutMs)),
+    query: (sql, params, queryOptions) =>
+      once((client) => runStatement(client, sql, params, statementTimeoutMs, queryOptions)),
     exec: (script) => once((client) => runScript(client, script, statementTimeoutMs)),
     async acquire(acquireOptions) {
       const client = await connectWithin(pool, acquireTimeoutMs);

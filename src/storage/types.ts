@@ -7,11 +7,24 @@ export interface QueryResult<R> {
   rowCount: number;
 }
 
+/** How to run one statement. */
+export interface QueryOptions {
+  /**
+   * Keep the statement parsed and planned under this name on each connection (a prepared
+   * statement), for a statement on a hot path whose text is fixed: the database parses and
+   * plans it once per connection, not on every call. One name, one text, for the life of
+   * the process; names start with `traitgate_`. Both drivers prepare it (docs/architecture.md,
+   * "Prepared statements").
+   */
+  prepareAs?: string;
+}
+
 export interface Queryable {
   /** One statement; parameters as $1, $2, ... (never interpolated into the text). */
   query<R = Record<string, unknown>>(
     sql: string,
     params?: readonly unknown[],
+    options?: QueryOptions,
   ): Promise<QueryResult<R>>;
 }
 

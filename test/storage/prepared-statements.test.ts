@@ -1,0 +1,121 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AuditWriter, createAuditWriter, verifyAuditChain } from "../../src/audit/index.js";
+import { silentLogger } from "../../src/log.js";
+import type { Database, Queryable } from "../../src/storage/index.js";
+import { databaseTargets, openTestDatabase } from "../support/database.js";
+
+/**
+ * QueryOptions.prepareAs (docs/architecture.md, "Prepared statements"): the statement is
+ * kept parsed and planned under its name on the connection, on both drivers, and answers
+ * as the same statement unprepared does.
+ */
+
+const typed =
+  "SELECT $1::int8 + 1 AS n, $2::jsonb AS j, $3::text[] AS t, $4::text AS missing, " +
+  "'2024-01-02T03:04:05Z'::timestamptz AS at";
+const params = ["41", '{"k":[1]}', ["a", "b"], null];
+
+/** The statements prepared on the connection that runs `on`'s queries (one session). */
+async function preparedNames(on: Queryable): Promise<string[]> {
+  const { rows } = await on.query<{ name: string }>(
+    "SELECT name FROM pg_prepared_statements ORDER BY name",
+  );
+  return rows.map((row) => row.name);
+}
+
+describe.each(databaseTargets())("prepared statements on $name", (target) => {
+  let db: Database;
+  let writer: AuditWriter;
+  beforeAll(async () => {
+    db = await openTestDatabase(target);
+    writer = createAuditWriter({ db, log: silentLogger });
+  });
+  afterAll(async () => {
+    await writer?.close();
+    await db?.close();
+  });
+
+  it("keeps the statement prepared under its name, with the same answer as unprepared", async () => {
+    const plain = await db.query(typed, params);
+    await db.transaction(async (tx) => {
+      expect(await preparedNames(tx)).not.toContain("traitgate_test_typed");
+      for (let i = 0; i < 3; i++) {
+        const prepared = await tx.query(typed, params, { prepareAs: "traitgate_test_typed" });
+        expect(prepared).toEqual(plain);
+      }
+      expect(await preparedNames(tx)).toContain("traitgate_test_typed");
+    });
+    expect(plain.rows).toEqual([
+      { n: "42", j: { k: [1] }, t: ["a", "b"], missing: null, at: expect.any(Date) },
+    ]);
+  });
+
+  it("fails a bad parameter as the unprepared statement does, without the parameters, and goes on", async () => {
+    const name = { prepareAs: "traitgate_test_int" };
+    const bad = await db.query("SELECT $1::int8 AS n", ["secret-value"], name).catch((e) => e);
+    expect(bad).toMatchObject({ code: "22P02" });
+    expect(JSON.stringify(bad)).not.toContain("secret-value");
+    expect((bad as { params?: unknown }).params).toBeUndefined();
+    expect((await db.query("SELECT $1::int8 AS n", ["7"], name)).rows).toEqual([{ n: "7" }]);
+    // Inside a transaction the failure aborts it, as any failed statement does.
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query("SELECT $1::int8 AS n", ["x"], name);
+      }),
+    ).rejects.toMatchObject({ code: "22P02" });
+    expect((await db.query("SELECT $1::int8 AS n", ["8"], name)).rows).toEqual([{ n: "8" }]);
+  });
+
+  it("refuses a second text under a name, and a name outside traitgate_", async () => {
+    await db.query("SELECT 1 AS one", [], { prepareAs: "traitgate_test_once" });
+    await expect(
+      db.query("SELECT 2 AS two", [], { prepareAs: "traitgate_test_once" }),
+    ).rejects.toThrow(/different statement/);
+    await expect(db.query("SELECT 1", [], { prepareAs: "Robert'); --" })).rejects.toThrow(
+      /invalid prepared statement name/,
+    );
+  });
+
+  it("prepares again after a session reset deallocated it", async () => {
+    const name = { prepareAs: "traitgate_test_reset" };
+    await db.session(async (session) => {
+      expect((await session.query("SELECT $1::text AS v", ["a"], name)).rows).toEqual([{ v: "a" }]);
+      await session.exec("DEALLOCATE ALL");
+      // Deallocated behind the driver's back within the session: PGlite prepares it again;
+      // on PostgreSQL the session's connection is closed at its end, whatever happened.
+      if (target.name === "pglite") {
+        expect((await session.query("SELECT $1::text AS v", ["b"], name)).rows).toEqual([
+          { v: "b" },
+        ]);
+      }
+    });
+    expect((await db.query("SELECT $1::text AS v", ["c"], name)).rows).toEqual([{ v: "c" }]);
+  });
+
+  it("appends audit events through prepared statements; the chain verifies", async () => {
+    await db.transaction(async (tx) => {
+      await writer.writeIn(tx, {
+        actorType: "user",
+        actorId: "u1",
+        action: "settings_update",
+        target: "settings",
+        outcome: "success",
+        details: { changed: ["rag.top_k_default"] },
+      });
+      expect(await preparedNames(tx)).toContain("traitgate_audit_append");
+    });
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        writer.write({
+          actorType: "user",
+          actorId: `u${i}`,
+          action: "policy_evaluate",
+          target: "context:search",
+          outcome: "success",
+          details: { decision: "allow" },
+        }),
+      ),
+    );
+    expect(await verifyAuditChain(db)).toMatchObject({ ok: true, count: 21 });
+  });
+});
