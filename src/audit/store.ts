@@ -93,7 +93,7 @@ export async function appendBatch(
     ...(withValues ? [texts([...values.keys()]), `[${[...values.values()].join(",")}]`] : []),
   ];
   // Prepared: parsing and planning this statement cost more than running it for a batch of
-  // one (PostgreSQL 760 → 350 µs of server CPU per single-event batch; PGlite 1.7 ms).
+  // one (PostgreSQL's CPU per single-event batch 760–840 → 350–485 µs; PGlite 1.9 → 1.0 ms).
   const { rows } = await db.query<{ event_id: string; event_seq: string; event_hash: string }>(
     withValues ? appendWithValuesSql : appendSql,
     [`[${columns.join(",")}]`],

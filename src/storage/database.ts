@@ -184,6 +184,16 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
   };
 }
 
+const statementName = /^traitgate_[a-z0-9_]{1,50}$/;
+
+/** A prepared statement's name as QueryOptions says: `traitgate_` and [a-z0-9_]. */
+export function checkedName(name: string): string {
+  if (!statementName.test(name)) {
+    throw new Error(`invalid prepared statement name "${name}": use traitgate_[a-z0-9_]+`);
+  }
+  return name;
+}
+
 /** Rejects with a timeout Error unless work settles within ms; the timer never holds the process. */
 export function withTimeout<T>(work: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;

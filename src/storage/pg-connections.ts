@@ -1,5 +1,5 @@
 import type { ClientBase, QueryResult as PgResult, Pool, PoolClient, QueryConfig } from "pg";
-import type { Lease } from "./database.js";
+import { checkedName, type Lease } from "./database.js";
 import type { Executor, QueryOptions, QueryResult } from "./types.js";
 import { DatabaseTimeoutError, isConnectionError } from "./unavailable.js";
 
@@ -126,14 +126,4 @@ export async function runScript(
 ): Promise<void> {
   const config: BoundedQuery = { text, ...(timeoutMs ? { query_timeout: timeoutMs } : {}) };
   await target.query(config);
-}
-
-const statementName = /^traitgate_[a-z0-9_]{1,50}$/;
-
-/** A prepared statement's name as QueryOptions says: `traitgate_` and [a-z0-9_]. */
-export function checkedName(name: string): string {
-  if (!statementName.test(name)) {
-    throw new Error(`invalid prepared statement name "${name}": use traitgate_[a-z0-9_]+`);
-  }
-  return name;
 }

@@ -3,10 +3,9 @@ import { PGlite, parse, protocol, type Results } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { fromSql } from "pgvector";
 import type { Logger } from "../log.js";
-import { createDatabase, type Driver, withTimeout } from "./database.js";
+import { checkedName, createDatabase, type Driver, withTimeout } from "./database.js";
 import { type DirLock, lockDataDir } from "./dir-lock.js";
 import { createMutex } from "./mutex.js";
-import { checkedName } from "./pg-connections.js";
 import type { Database, Executor, QueryOptions, QueryResult } from "./types.js";
 
 export interface PgliteOptions {
