@@ -185,11 +185,21 @@ export function createDatabase(driver: Driver, options: { scopeChecks?: boolean 
 }
 
 const statementName = /^traitgate_[a-z0-9_]{1,50}$/;
+/** Each prepared statement's text, by name, for the whole process (both drivers). */
+const preparedTexts = new Map<string, string>();
 
-/** A prepared statement's name as QueryOptions says: `traitgate_` and [a-z0-9_]. */
-export function checkedName(name: string): string {
+/**
+ * A prepared statement's name as QueryOptions says: `traitgate_` and [a-z0-9_], and one text
+ * per name in this process (pg alone would check it per connection only).
+ */
+export function checkedName(name: string, text: string): string {
   if (!statementName.test(name)) {
     throw new Error(`invalid prepared statement name "${name}": use traitgate_[a-z0-9_]+`);
+  }
+  const known = preparedTexts.get(name);
+  if (known === undefined) preparedTexts.set(name, text);
+  else if (known !== text) {
+    throw new Error(`prepared statement "${name}" was used for a different statement`);
   }
   return name;
 }

@@ -111,7 +111,7 @@ export async function runStatement<R>(
     text,
     values: params ? [...params] : [],
     queryMode: "extended",
-    ...(options?.prepareAs !== undefined ? { name: checkedName(options.prepareAs) } : {}),
+    ...(options?.prepareAs !== undefined ? { name: checkedName(options.prepareAs, text) } : {}),
     ...(timeoutMs ? { query_timeout: timeoutMs } : {}),
   };
   const result: PgResult = await target.query(config);

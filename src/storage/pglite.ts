@@ -180,8 +180,8 @@ const noSuchStatement = "26000";
  * append in WebAssembly). Run inside the driver's lock, like every other statement.
  */
 function preparedStatements(pglite: PGlite) {
-  /** Name → its text and parameter types, for the statements prepared on this instance. */
-  const statements = new Map<string, { text: string; paramTypes: number[] }>();
+  /** Name → its parameter types, for the statements prepared on this instance. */
+  const statements = new Map<string, { paramTypes: number[] }>();
 
   /** Sends messages, then Sync whatever happened (the backend skips to it after an error). */
   async function exchange(...messages: Uint8Array[]) {
@@ -198,18 +198,13 @@ function preparedStatements(pglite: PGlite) {
 
   async function prepare(name: string, text: string): Promise<number[]> {
     const known = statements.get(name);
-    if (known !== undefined) {
-      if (known.text !== text) {
-        throw new Error(`prepared statement "${name}" was used for a different statement`);
-      }
-      return known.paramTypes;
-    }
+    if (known !== undefined) return known.paramTypes;
     const described = await exchange(
-      serialize.parse({ name: checkedName(name), text }),
+      serialize.parse({ name, text }),
       serialize.describe({ type: "S", name }),
     );
     const paramTypes = parse.parseDescribeStatementResults(described);
-    statements.set(name, { text, paramTypes });
+    statements.set(name, { paramTypes });
     return paramTypes;
   }
 
@@ -234,13 +229,17 @@ function preparedStatements(pglite: PGlite) {
 
   return {
     run<R>(name: string, text: string, params: readonly unknown[]): Promise<Results<R>> {
+      checkedName(name, text);
       return pglite.runExclusive(async () => {
         try {
           return await execute<R>(name, text, params);
         } catch (err) {
-          // Deallocated behind this cache's back (a DISCARD ALL in a script): prepare again.
           if ((err as { code?: unknown }).code !== noSuchStatement) throw err;
+          // Deallocated behind this cache's back (DEALLOCATE or DISCARD ALL in a script).
           statements.delete(name);
+          // Inside a transaction the failed Bind aborted it: the caller gets the error, and
+          // the statement is prepared again at its next use.
+          if (pglite.isInTransaction()) throw err;
           return execute<R>(name, text, params);
         }
       });

@@ -24,6 +24,14 @@ const networkCodes = new Set([
 /** SQLSTATEs: class 08 (connection exception), shutdowns, too many connections. */
 const unavailableStates = new Set(["57P01", "57P02", "57P03", "53300"]);
 
+/**
+ * A prepared statement the connection no longer has (26000: deallocated behind the driver's
+ * back), or whose cached plan a migration made stale ("cached plan must not change result
+ * type"): every later use on that connection would fail the same way, so it is closed.
+ */
+const stalePreparedStatement = (code: string, message: string) =>
+  code === "26000" || (code === "0A000" && message.startsWith("cached plan must not change"));
+
 /** SQLSTATE query_canceled: statement_timeout fired on the server (the connection is fine). */
 const statementTimeoutState = "57014";
 
@@ -54,6 +62,7 @@ export function isConnectionError(err: unknown): boolean {
     if (networkCodes.has(code) || unavailableStates.has(code) || /^08[0-9A-Z]{3}$/.test(code)) {
       return true;
     }
+    if (stalePreparedStatement(code, err.message)) return true;
   }
   if (driverMessages.test(err.message)) return true;
   // pg-pool wraps a connect timeout; AggregateError carries each address's refusal.
