@@ -20,13 +20,19 @@ export interface LoadResult {
   cpuUsPerRequest?: Record<string, number>;
 }
 
-/** CPU time (ms) a process has used so far, from /proc (Linux); NaN when it cannot be read. */
-export function processCpuMs(pid: number): number {
+/**
+ * CPU time (ms) a process has used so far, from /proc (Linux); NaN when it cannot be read.
+ * With `reaped`, plus that of its children that have exited and been waited for (cutime,
+ * cstime): summed over a set of processes that includes the parent, a child that exits
+ * between two samples then still counts, instead of taking its CPU time out of the sum.
+ */
+export function processCpuMs(pid: number, options: { reaped?: boolean } = {}): number {
   try {
     // The fields after the command name (which may hold spaces) start at state, field 3.
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const ticks = Number(fields[11]) + Number(fields[12]); // utime + stime (fields 14, 15)
+    let ticks = Number(fields[11]) + Number(fields[12]); // utime + stime (fields 14, 15)
+    if (options.reaped) ticks += Number(fields[13]) + Number(fields[14]); // cutime + cstime
     return (ticks * 1000) / clockTicksPerSecond;
   } catch {
     return Number.NaN;
@@ -57,17 +63,22 @@ export function processTree(root: number): number[] {
 }
 
 /**
- * CPU time (ms) of a process and all its descendants alive now (e.g. `serve --workers`: the
- * primary and its workers); NaN when the root cannot be read.
+ * CPU time (ms) of a process and all its descendants (e.g. `serve --workers`: the primary and
+ * its workers), those that exited and were waited for included; NaN when the root cannot be
+ * read.
  */
 export function processTreeCpuMs(root: number): number {
   return processTree(root).reduce((sum, pid) => {
-    const ms = processCpuMs(pid);
+    const ms = processCpuMs(pid, { reaped: true });
     return Number.isNaN(ms) && pid !== root ? sum : sum + ms;
   }, 0);
 }
 
-/** CPU time (ms) of every process whose command name is `comm` (e.g. all `postgres` backends). */
+/**
+ * CPU time (ms) of every process whose command name is `comm` (e.g. all `postgres` backends),
+ * with the children each has waited for: a backend that exits during a measurement moves its
+ * CPU time into the postmaster's count instead of out of the sum (which could go negative).
+ */
 export function commandCpuMs(comm: string): number {
   let total = 0;
   for (const entry of readdirSync("/proc")) {
@@ -77,7 +88,7 @@ export function commandCpuMs(comm: string): number {
     } catch {
       continue;
     }
-    const ms = processCpuMs(Number(entry));
+    const ms = processCpuMs(Number(entry), { reaped: true });
     if (!Number.isNaN(ms)) total += ms;
   }
   return total;
