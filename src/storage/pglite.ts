@@ -220,7 +220,7 @@ function preparedStatements(pglite: PGlite) {
       serialize.describe({ type: "P" }),
       serialize.execute({}),
     ];
-    const messages = await exchange(concat(bound));
+    const messages = await exchange(Buffer.concat(bound));
     await pglite.syncToFs();
     const [result] = parse.parseResults(messages, pglite.parsers) as Results<R>[];
     if (result === undefined) throw new Error(`prepared statement "${name}" gave no result`);
@@ -249,16 +249,6 @@ function preparedStatements(pglite: PGlite) {
       statements.clear();
     },
   };
-}
-
-function concat(parts: readonly Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((length, part) => length + part.length, 0));
-  let offset = 0;
-  for (const part of parts) {
-    out.set(part, offset);
-    offset += part.length;
-  }
-  return out;
 }
 
 function toResult<R>(result: Results<R>): QueryResult<R> {
