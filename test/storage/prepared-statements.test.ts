@@ -50,6 +50,23 @@ describe.each(databaseTargets())("prepared statements on $name", (target) => {
     ]);
   });
 
+  it("answers 40 parallel first uses of a new name, each with its own parameters", async () => {
+    // On PostgreSQL these spread over the pool's connections, each preparing it for itself.
+    const name = { prepareAs: "traitgate_test_parallel" };
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        db.query<{ n: string; s: string }>(
+          "SELECT $1::int8 * 2 AS n, $2::text AS s",
+          [String(i), `caller-${i}`],
+          name,
+        ),
+      ),
+    );
+    expect(answers.map((a) => a.rows)).toEqual(
+      Array.from({ length: 40 }, (_, i) => [{ n: String(i * 2), s: `caller-${i}` }]),
+    );
+  });
+
   it("fails a bad parameter as the unprepared statement does, with no params attached, and goes on", async () => {
     const name = { prepareAs: "traitgate_test_int" };
     const bad = await db.query("SELECT $1::int8 AS n", ["not-a-number"], name).catch((e) => e);
