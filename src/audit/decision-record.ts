@@ -51,7 +51,10 @@ export function batchDecisionId(eventId: string, k: number): string {
 }
 
 export interface DecisionRecorder {
-  /** Details and values of a `policy_decision` event. */
+  /**
+   * Details and values of a `policy_decision` event. An outcome passed frozen (with frozen
+   * lists) is taken never to change: its value is kept by the object's identity.
+   */
   unary(
     via: string,
     inputs: DecisionInputs,
@@ -93,7 +96,18 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
           : {}),
       }),
     );
-  const outcomeValue = (o: DecisionOutcome) =>
+  // A frozen outcome cannot change: its value is kept by identity, with no key to build.
+  const frozenOutcomes = new WeakMap<DecisionOutcome, AuditValue>();
+  const outcomeValue = (o: DecisionOutcome) => {
+    if (!Object.isFrozen(o)) return outcomeByContent(o);
+    let value = frozenOutcomes.get(o);
+    if (value === undefined) {
+      value = outcomeByContent(o);
+      frozenOutcomes.set(o, value);
+    }
+    return value;
+  };
+  const outcomeByContent = (o: DecisionOutcome) =>
     interner.intern(
       JSON.stringify([
         "o",

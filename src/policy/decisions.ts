@@ -113,6 +113,19 @@ export function createPolicyDecisions(deps: {
   // encoded and hashed once per process, and stored once.
   const recorder = createDecisionRecorder();
 
+  // The engine's fixed answers (one matched rule, none) are frozen and shared: their outcome
+  // is built once, frozen, and the recorder keeps its value by identity.
+  const outcomes = new WeakMap<Decision, DecisionOutcome>();
+  const outcomeOf = (d: Decision): DecisionOutcome => {
+    if (!Object.isFrozen(d)) return decisionOutcome(d);
+    let outcome = outcomes.get(d);
+    if (outcome === undefined) {
+      outcome = Object.freeze(decisionOutcome(d));
+      outcomes.set(d, outcome);
+    }
+    return outcome;
+  };
+
   const record = (
     caller: DecisionCaller,
     requestId: string | undefined,
@@ -130,7 +143,7 @@ export function createPolicyDecisions(deps: {
     outcome: d.decision === "deny" ? "denied" : "success",
     requestId: requestId ?? null,
     origin: caller.origin ?? null,
-    ...recorder.unary(via, decisionInputs(request), decisionOutcome(d), extra),
+    ...recorder.unary(via, decisionInputs(request), outcomeOf(d), extra),
   });
 
   const answer = (engine: PolicyEngine, request: EvaluationRequest, d: Decision, id: string) => ({
@@ -139,9 +152,10 @@ export function createPolicyDecisions(deps: {
     impliedTraits: derivationsUsed(engine, request, d),
   });
 
+  // An absent user id and "" mean the same everywhere (record, conditions): no copy for it.
   const withSubject = (caller: DecisionCaller, request: EvaluationRequest, field: string) => {
     const userId = subject(caller, request.userId, field);
-    return userId === request.userId ? request : { ...request, userId };
+    return userId === (request.userId ?? "") ? request : { ...request, userId };
   };
 
   return {
@@ -175,7 +189,7 @@ export function createPolicyDecisions(deps: {
         ...recorder.batch(
           decisions.map((d, i) => ({
             inputs: decisionInputs(requests[i]!),
-            outcome: decisionOutcome(d),
+            outcome: outcomeOf(d),
           })),
         ),
       });

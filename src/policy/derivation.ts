@@ -1,23 +1,63 @@
 import type { PolicyEngine } from "./engine.js";
 import type { TraitDerivation } from "./explain.js";
-import type { Decision, EvaluationRequest, PolicyRule } from "./types.js";
+import type { Decision, EvaluationRequest } from "./types.js";
 
-const rulesById = new WeakMap<PolicyEngine, ReadonlyMap<string, PolicyRule>>();
+/**
+ * What derivationsUsed needs of an engine, built once per engine (a policy version) at its
+ * first decision: for each rule, the registered traits it requires (`all`, then `any`), and
+ * the implication paths found so far, by (from, to). A decision then looks up what it used
+ * instead of searching the registry's graph again.
+ */
+interface DerivationIndex {
+  required: ReadonlyMap<string, readonly { id: number; name: string }[]>;
+  /** Path names by `from * traits + to`; null: no path. Bounded (cleared when full). */
+  paths: Map<number, readonly string[] | null>;
+}
 
-function ruleIndex(engine: PolicyEngine): ReadonlyMap<string, PolicyRule> {
-  let index = rulesById.get(engine);
+/** Enough for every pair a real registry's principals use; a pathological one starts over. */
+const maxPaths = 65_536;
+
+const indexes = new WeakMap<PolicyEngine, DerivationIndex>();
+
+function indexOf(engine: PolicyEngine): DerivationIndex {
+  let index = indexes.get(engine);
   if (index === undefined) {
-    index = new Map(engine.document.rules.map((rule) => [rule.id, rule]));
-    rulesById.set(engine, index);
+    const { registry } = engine;
+    const required = new Map<string, { id: number; name: string }[]>();
+    for (const rule of engine.document.rules) {
+      const list: { id: number; name: string }[] = [];
+      for (const name of [...(rule.when.all ?? []), ...(rule.when.any ?? [])]) {
+        const id = registry.idOf(name);
+        if (id !== undefined) list.push({ id, name });
+      }
+      required.set(rule.id, list);
+    }
+    index = { required, paths: new Map() };
+    indexes.set(engine, index);
   }
   return index;
+}
+
+/** The names along the shortest implication path from → to, or null; found once per pair. */
+function pathNames(engine: PolicyEngine, index: DerivationIndex, from: number, to: number) {
+  const { registry } = engine;
+  const key = from * registry.names.length + to;
+  let names = index.paths.get(key);
+  if (names === undefined) {
+    const path = registry.derivation(from, to);
+    names = path === undefined ? null : Object.freeze(path.map((id) => registry.names[id]!));
+    if (index.paths.size >= maxPaths) index.paths.clear();
+    index.paths.set(key, names);
+  }
+  return names;
 }
 
 /**
  * How the implied traits a decision used were derived: for every trait a matched rule
  * required (`all`, `any`) that the caller did not give, the shortest chain of `implies`
  * from a given trait (`role:admin → role:operator → role:analyst`). Cheaper than
- * `explain` (only the matched rules are looked at), so every answer can carry it.
+ * `explain` (only the matched rules are looked at), so every answer can carry it. The
+ * `via` lists are shared between answers and frozen.
  */
 export function derivationsUsed(
   engine: PolicyEngine,
@@ -26,6 +66,7 @@ export function derivationsUsed(
 ): TraitDerivation[] {
   if (decision.matchedRules.length === 0) return [];
   const { registry } = engine;
+  const index = indexOf(engine);
   const given = new Set<number>();
   for (const trait of request.traits) {
     const id = registry.idOf(trait);
@@ -37,22 +78,16 @@ export function derivationsUsed(
   }
   const out: TraitDerivation[] = [];
   const done = new Set<number>();
-  const rules = ruleIndex(engine);
   for (const ruleId of decision.matchedRules) {
-    const rule = rules.get(ruleId);
-    if (rule === undefined) continue;
-    for (const name of [...(rule.when.all ?? []), ...(rule.when.any ?? [])]) {
-      const target = registry.idOf(name);
-      if (target === undefined || given.has(target) || done.has(target)) continue;
+    for (const { id: target, name } of index.required.get(ruleId) ?? []) {
+      if (given.has(target) || done.has(target)) continue;
       done.add(target);
-      let best: number[] | undefined;
+      let best: readonly string[] | null = null;
       for (const from of given) {
-        const path = registry.derivation(from, target);
-        if (path !== undefined && (best === undefined || path.length < best.length)) best = path;
+        const path = pathNames(engine, index, from, target);
+        if (path !== null && (best === null || path.length < best.length)) best = path;
       }
-      if (best !== undefined) {
-        out.push({ trait: name, via: best.map((id) => registry.names[id]!) });
-      }
+      if (best !== null) out.push({ trait: name, via: best as string[] });
     }
   }
   return out;

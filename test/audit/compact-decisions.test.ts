@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { canonicalJson } from "../../src/audit/canonical.js";
+import { createDecisionRecorder } from "../../src/audit/decision-record.js";
 import type { JsonValue } from "../../src/audit/details.js";
 import {
   type AuditEventRow,
@@ -218,5 +219,51 @@ describe.each(databaseTargets())("compact decision records, on $name", (target) 
     });
     const [unresolved] = await events("policy_decision");
     expect(unresolved?.details.unresolved_refs).toEqual([ref[0]]);
+  });
+});
+
+describe("the decision recorder", () => {
+  const inputs = { userId, traits, classifications: ["pii"], context: "USER_ACTION" };
+  const fields = {
+    policyVersion: "v1",
+    decision: "allow",
+    reasonCode: "RULE_ALLOW",
+    decidingRule: "read",
+    matchedRules: ["read"],
+  };
+
+  it("keeps a frozen outcome's value by identity: its fields are read for the first record only", () => {
+    const recorder = createDecisionRecorder();
+    let reads = 0;
+    const frozen = Object.freeze({
+      ...fields,
+      get decision() {
+        reads++;
+        return "allow";
+      },
+      matchedRules: Object.freeze(["read"]),
+    });
+    const first = recorder.unary("evaluate", inputs, frozen);
+    const once = reads;
+    expect(once).toBeGreaterThan(0);
+    for (let i = 0; i < 10; i++) {
+      expect(recorder.unary("evaluate", inputs, frozen).details).toEqual(first.details);
+      expect(recorder.batch([{ inputs, outcome: frozen }]).values[1]).toEqual(first.values[1]);
+    }
+    expect(reads).toBe(once);
+  });
+
+  it("names an outcome by its content, frozen or not", () => {
+    const recorder = createDecisionRecorder();
+    const frozen = recorder.unary("evaluate", inputs, Object.freeze({ ...fields }));
+    const copy = recorder.unary("evaluate", inputs, { ...fields, matchedRules: ["read"] });
+    const other = recorder.unary("evaluate", inputs, { ...fields, decision: "deny" });
+    expect(copy.details).toEqual(frozen.details);
+    expect(copy.values[1]).toEqual(frozen.values[1]);
+    expect(other.values[1]?.ref).not.toBe(frozen.values[1]?.ref);
+    // A fresh recorder (another process) names it the same.
+    expect(createDecisionRecorder().unary("evaluate", inputs, { ...fields }).values[1]).toEqual(
+      frozen.values[1],
+    );
   });
 });
