@@ -65,6 +65,8 @@ export interface PolicyDecisions {
   ): Promise<SanitizeAnswer>;
 }
 
+const userIdField = () => "user_id";
+
 /** Roles that may ask for decisions about any user (enforcement points acting for users). */
 export const decideForOthersRoles: readonly string[] = ["admin", "service"];
 
@@ -92,7 +94,11 @@ export function createPolicyDecisions(deps: {
    * with an admin or service role may name anyone. Otherwise a user could write decisions
    * about someone else into the audit log (and probe the policy on their behalf).
    */
-  function subject(caller: DecisionCaller, userId: string | undefined, field: string): string {
+  function subject(
+    caller: DecisionCaller,
+    userId: string | undefined,
+    field: () => string,
+  ): string {
     const wanted = userId ?? "";
     if (wanted === "") return caller.kind === "user" ? caller.userId : "";
     if (
@@ -100,10 +106,11 @@ export function createPolicyDecisions(deps: {
       caller.kind === "user" &&
       !caller.roles.some((r) => decideForOthersRoles.includes(r))
     ) {
+      const name = field();
       throw permissionDenied(
         "USER_MISMATCH",
         "a user may ask for decisions about themselves only (roles admin or service may name others)",
-        { field, metadata: { field } },
+        { field: name, metadata: { field: name } },
       );
     }
     return wanted;
@@ -153,14 +160,19 @@ export function createPolicyDecisions(deps: {
   });
 
   // An absent user id and "" mean the same everywhere (record, conditions): no copy for it.
-  const withSubject = (caller: DecisionCaller, request: EvaluationRequest, field: string) => {
+  // `field` names the request's user id in an error only: a batch builds no name per request.
+  const withSubject = (
+    caller: DecisionCaller,
+    request: EvaluationRequest,
+    field: () => string = userIdField,
+  ) => {
     const userId = subject(caller, request.userId, field);
     return userId === (request.userId ?? "") ? request : { ...request, userId };
   };
 
   return {
     async evaluate(caller, requestId, input) {
-      const request = withSubject(caller, input, "user_id");
+      const request = withSubject(caller, input);
       const engine = live.current();
       const d = engine.evaluate(request);
       const id = randomUUID();
@@ -170,7 +182,7 @@ export function createPolicyDecisions(deps: {
     },
 
     async evaluateBatch(caller, requestId, inputs) {
-      const requests = inputs.map((r, i) => withSubject(caller, r, `requests[${i}].user_id`));
+      const requests = inputs.map((r, i) => withSubject(caller, r, () => `requests[${i}].user_id`));
       const engine = live.current();
       const decisions = engine.evaluateBatch(requests);
       const eventId = randomUUID();
@@ -198,7 +210,7 @@ export function createPolicyDecisions(deps: {
     },
 
     async explain(caller, requestId, input) {
-      const request = withSubject(caller, input, "user_id");
+      const request = withSubject(caller, input);
       const engine = live.current();
       const explanation = engine.explain(request);
       const id = randomUUID();
@@ -213,7 +225,7 @@ export function createPolicyDecisions(deps: {
     },
 
     async sanitize(caller, requestId, input, document) {
-      const request = withSubject(caller, input, "user_id");
+      const request = withSubject(caller, input);
       const engine = live.current();
       const d = engine.evaluate(request);
       const id = randomUUID();

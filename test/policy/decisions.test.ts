@@ -146,6 +146,20 @@ describe("policy decisions and the audit log", () => {
       (e: unknown) => e as DomainError,
     );
     expect(err?.reason).toBe("USER_MISMATCH");
+    expect(err?.field).toBe("user_id");
+    // In a batch the error names the request.
+    const inBatch = await decisions
+      .evaluateBatch(user, undefined, [
+        request,
+        { ...request, userId: "u1" },
+        { ...request, userId: "u2" },
+      ])
+      .then(
+        () => undefined,
+        (e: unknown) => e as DomainError,
+      );
+    expect(inBatch?.reason).toBe("USER_MISMATCH");
+    expect(inBatch?.field).toBe("requests[2].user_id");
     const adminUser: DecisionCaller = { kind: "user", userId: "u1", roles: ["admin"] };
     await expect(
       decisions.evaluate(adminUser, undefined, { ...request, userId: "u2" }),
