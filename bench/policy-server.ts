@@ -2,11 +2,20 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { createContextValues } from "@connectrpc/connect";
+import {
+  EvaluateBatchRequestSchema,
+  EvaluateBatchResponseSchema,
+} from "../gen/traitgate/policy/v1/policy_pb.js";
 import { loadConfig } from "../src/config.js";
 import { createLogger } from "../src/log.js";
 import { startCore } from "../src/platform.js";
+import { createPolicyDecisions } from "../src/policy/decisions.js";
 import type { PolicyActor } from "../src/policy/policy-admin.js";
 import type { TraitDefinition } from "../src/policy/registry.js";
+import { createPolicyService } from "../src/policy/service.js";
+import { principalKey } from "../src/server/context.js";
 import { type Database, openDatabase } from "../src/storage/index.js";
 import { runLoad } from "./load.js";
 import { serviceWorkload, traitgateRequest } from "./policy-workload.js";
@@ -19,8 +28,9 @@ import { serviceWorkload, traitgateRequest } from "./policy-workload.js";
  * traits and activates its policy through the policy area, logs in a user with the role
  * `service`, and tells the parent `{url, token, database}`. On `{inProcess: {seconds,
  * concurrency}}` it measures audited decisions without the transport (the policy area's
- * `decisions.evaluate`, as the service handler calls it); on "stop" it reports the audit
- * writer's figures and exits.
+ * `decisions.evaluate`, as the service handler calls it); on `{pipeline: {batches}}` the CPU
+ * an `EvaluateBatch` costs in JavaScript before transport and database (see pipelineCpu); on
+ * "stop" it reports the audit writer's figures and exits.
  *
  * With a third argument "setup" (PostgreSQL only) it sets the schema up as above and closes
  * the core, keeping the schema: it tells the parent `{token, database, schema, secrets}` for
@@ -130,7 +140,66 @@ process.on("disconnect", async () => {
   process.exit(1);
 });
 
+/**
+ * CPU µs per `EvaluateBatch` of `groups` (encoded requests) through the service handler:
+ * protobuf decode, the decisions with their compact audit records built (handed to a writer
+ * that keeps nothing: no database), the answer's protobuf encoding. No HTTP/2, interceptors
+ * or validation. Rounds of `batches`, after one untimed round; the minimum and median.
+ */
+async function pipelineCpu(
+  groups: Uint8Array[],
+  batches: number,
+  rounds = 8,
+): Promise<{ min: number; median: number }> {
+  const decisions = createPolicyDecisions({
+    live: core.policy.live,
+    audit: { write: async () => ({ id: "", seq: "0", hash: "" }) },
+  });
+  const service = createPolicyService({ decisions, admin: core.policy.admin });
+  const values = createContextValues();
+  values.set(principalKey, {
+    kind: "service",
+    userId: "bench",
+    username: "bench",
+    roles: ["service"],
+    sessionId: "",
+  });
+  // The handler reads the principal, request id and origin from the context's values only.
+  const context = { values } as unknown as Parameters<typeof service.evaluateBatch>[1];
+  const round = async () => {
+    const before = process.cpuUsage();
+    for (let i = 0; i < batches; i++) {
+      const req = fromBinary(EvaluateBatchRequestSchema, groups[i % groups.length]!);
+      const res = await service.evaluateBatch(req, context);
+      toBinary(EvaluateBatchResponseSchema, create(EvaluateBatchResponseSchema, res));
+    }
+    const used = process.cpuUsage(before);
+    return (used.user + used.system) / batches;
+  };
+  await round();
+  const all: number[] = [];
+  for (let r = 0; r < rounds; r++) all.push(await round());
+  all.sort((a, b) => a - b);
+  return { min: all[0]!, median: all[Math.floor(rounds / 2)]! };
+}
+
 process.on("message", async (message) => {
+  const pipeline = (message as { pipeline?: { batches: number; groups: number[][] } }).pipeline;
+  if (pipeline !== undefined) {
+    const groups = pipeline.groups.map((group) =>
+      toBinary(
+        EvaluateBatchRequestSchema,
+        create(EvaluateBatchRequestSchema, {
+          requests: group.map((i) => {
+            const r = requests[i]!;
+            return { traits: [...r.traits], context: r.context };
+          }),
+        }),
+      ),
+    );
+    process.send?.({ pipeline: await pipelineCpu(groups, pipeline.batches) });
+    return;
+  }
   const measure = (message as { inProcess?: { seconds: number; concurrency: number } }).inProcess;
   if (measure !== undefined) {
     let n = 0;
