@@ -111,6 +111,19 @@ describe.each(databaseTargets())("prepared statements on $name", (target) => {
     expect((await db.query("SELECT $1::text AS v", ["c"], name)).rows).toEqual([{ v: "c" }]);
   });
 
+  it("prepares a statement again after a session's reset, also where its first use is in a transaction", async () => {
+    const name = { prepareAs: "traitgate_test_after_session" };
+    expect((await db.query("SELECT $1::text AS v", ["a"], name)).rows).toEqual([{ v: "a" }]);
+    // The session's end resets it (DISCARD ALL on PGlite): every statement is deallocated.
+    await db.session(async (session) => {
+      await session.query("SELECT 1");
+    });
+    // Inside a transaction a stale statement cannot be retried (its failure aborts the
+    // transaction): the driver must know the reset deallocated it.
+    const got = await db.transaction((tx) => tx.query("SELECT $1::text AS v", ["b"], name));
+    expect(got.rows).toEqual([{ v: "b" }]);
+  });
+
   it.runIf(target.name === "pglite")(
     "fails a statement deallocated inside a transaction, then prepares it again",
     async () => {
