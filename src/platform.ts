@@ -185,7 +185,9 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       isServiceAccountName: (name) => serviceAccounts.exists(name),
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.resolveHost ? { resolveHost: options.resolveHost } : {}),
-      coreListener: () => (listening ? { host: config.host, port: listening.port } : undefined),
+      // The address the listener is bound to: an IP, so nothing is resolved to tell it.
+      coreListener: () =>
+        listening ? { host: listening.boundAddress, port: listening.port } : undefined,
       onCallEnded: (call) => metrics.gatewayCall(call),
     });
     const gateway = gatewayArea;

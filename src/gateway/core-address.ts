@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { networkInterfaces } from "node:os";
-import { invalidArgument } from "../errors.js";
+import { invalidArgument, unavailable } from "../errors.js";
 import { classifyAddress, parseHost } from "./host-address.js";
 import type { HostResolver } from "./host-policy.js";
 
@@ -13,7 +13,10 @@ import type { HostResolver } from "./host-policy.js";
  * "Manifests and the SSRF stance").
  */
 
-/** Where the core listens: its HOST setting and the port it bound. */
+/**
+ * Where the core listens: the address its listener is bound to (the platform gives the IP the
+ * socket reports; a name is resolved) and the port it bound.
+ */
 export interface CoreListener {
   host: string;
   port: number;
@@ -44,16 +47,29 @@ export function reachesListener(address: string, listen: string, own: readonly s
   return cls === "loopback" || cls === "unspecified" || own.some((a) => canonical(a) === dialled);
 }
 
-/** The addresses the core listens on: its HOST as an address, or what the name resolves to. */
-function listenAddresses(host: string, resolve: HostResolver): string[] | Promise<string[]> {
+/**
+ * The addresses the core listens on: its host as an address, or what the name resolves to;
+ * undefined when the name does not resolve (then nobody can tell what reaches the core, and
+ * the checks refuse rather than let a dial through: fail closed).
+ */
+function listenAddresses(
+  host: string,
+  resolve: HostResolver,
+): string[] | Promise<string[] | undefined> {
   const listenHost = host.trim() || "0.0.0.0";
-  return isIP(canonical(listenHost) ?? "") ? [listenHost] : resolve(listenHost).catch(() => []);
+  if (isIP(canonical(listenHost) ?? "")) return [listenHost];
+  return resolve(listenHost).then(
+    (found) => (found.length > 0 ? found : undefined),
+    () => undefined,
+  );
 }
 
 /**
  * The registration check: throws invalid_argument PLUGIN_IS_CORE naming `manifest.port` when
  * one of the addresses the manifest's host is (or resolves to), on the manifest's port, is the
- * core's own listener. Before the core listens (no listener yet) nothing is refused.
+ * core's own listener. Before the core listens (no listener yet) nothing is refused. When the
+ * listener's own name does not resolve, a manifest on its port is refused with 503
+ * CORE_ADDRESS_UNKNOWN (try again), not taken.
  */
 export function createCoreAddressCheck(options: {
   listener: () => CoreListener | undefined;
@@ -66,6 +82,14 @@ export function createCoreAddressCheck(options: {
     const core = options.listener();
     if (core === undefined || core.port !== port || addresses.length === 0) return;
     const listens = await listenAddresses(core.host, options.resolve);
+    if (listens === undefined) {
+      throw unavailable(
+        "CORE_ADDRESS_UNKNOWN",
+        "the core's own listening address cannot be worked out now (its host does not resolve), " +
+          "so a manifest on its port cannot be checked; try again",
+        { retryAfterSeconds: 1 },
+      );
+    }
     const own = interfaces();
     const hit = addresses.find((a) => listens.some((l) => reachesListener(a, l, own)));
     if (hit === undefined) return;
@@ -81,8 +105,9 @@ export function createCoreAddressCheck(options: {
 /**
  * The dial-time check: the first of `addresses` (what the gateway is about to dial, resolved)
  * that, on `port`, reaches the core's own listener; undefined when none does, or the core
- * does not listen yet. A promise only while the listener's addresses are being worked out
- * (once per listener, when its HOST is a name); otherwise an answer at once.
+ * does not listen yet. While the listener's own name does not resolve, every address on its
+ * port counts as reaching it (fail closed). A promise only while the listener's addresses are
+ * being worked out (once per listener, when its host is a name); otherwise an answer at once.
  */
 export type CoreDialCheck = (
   addresses: readonly string[],
@@ -111,7 +136,8 @@ export function createCoreDialCheck(options: {
   interface Known {
     host: string;
     port: number;
-    listens: readonly string[];
+    /** undefined: the listener's name did not resolve, and every dial on its port is refused. */
+    listens: readonly string[] | undefined;
     own: readonly string[];
     ownAt: number;
     /** Dialled address → does it reach the listener (with `own` as read at `ownAt`). */
@@ -120,11 +146,11 @@ export function createCoreDialCheck(options: {
   let known: Known | undefined;
   let pending: { host: string; port: number; ready: Promise<Known> } | undefined;
 
-  const knownOf = (core: CoreListener, listens: readonly string[]): Known => {
+  const knownOf = (core: CoreListener, listens: readonly string[] | undefined): Known => {
     const state = { ...core, listens, own: interfaces(), ownAt: now(), hits: new Map() };
-    // A HOST name that did not resolve (a DNS failure) is asked again at the next dial on the
-    // core's port, not taken as "the core listens nowhere" for the listener's life.
-    if (listens.length > 0) known = state;
+    // A name that did not resolve (a DNS failure) is asked again at the next dial on the
+    // core's port; until then those dials are refused.
+    if (listens !== undefined) known = state;
     return state;
   };
 
@@ -141,6 +167,8 @@ export function createCoreDialCheck(options: {
   }
 
   function firstHit(state: Known, addresses: readonly string[]): string | undefined {
+    const { listens } = state;
+    if (listens === undefined) return addresses[0];
     if (now() - state.ownAt > ttlMs) {
       state.own = interfaces();
       state.ownAt = now();
@@ -149,7 +177,7 @@ export function createCoreDialCheck(options: {
     for (const address of addresses) {
       let hit = state.hits.get(address);
       if (hit === undefined) {
-        hit = state.listens.some((l) => reachesListener(address, l, state.own));
+        hit = listens.some((l) => reachesListener(address, l, state.own));
         if (state.hits.size >= 1024) state.hits.clear();
         state.hits.set(address, hit);
       }

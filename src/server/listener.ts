@@ -51,6 +51,8 @@ export interface RunningServer {
   stats(): ListenerStats;
   /** The address it is bound to, host:port ([v6]:port), e.g. "0.0.0.0:8080" or "127.0.0.1:8080". */
   readonly address: string;
+  /** The IP address it is bound to, as the socket reports it (HOST resolved, if a name). */
+  readonly boundAddress: string;
   /** Stops accepting, lets in-flight requests finish (up to graceMs), then closes every connection. */
   close(graceMs?: number): Promise<void>;
 }
@@ -148,6 +150,7 @@ export async function listen(
       refusedConnections: gate.refused(),
     }),
     address: `${bound.family === "IPv6" ? `[${bound.address}]` : bound.address}:${port}`,
+    boundAddress: bound.address,
     async close(graceMs = 5000) {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       // Stops its timeout timer and closes its idle keep-alive connections.

@@ -1,5 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createCoreDialCheck, reachesListener } from "../../src/gateway/core-address.js";
+import type { DomainError } from "../../src/errors.js";
+import {
+  createCoreAddressCheck,
+  createCoreDialCheck,
+  reachesListener,
+} from "../../src/gateway/core-address.js";
 import { callJson, type JsonReply } from "../support/http.js";
 import { operatorCallReason, serviceAccountToken } from "../support/operator-lane.js";
 import { startTestServer, type TestServer } from "../support/server.js";
@@ -186,6 +191,35 @@ describe("a plugin whose address reaches the core when dialled", () => {
   );
 });
 
+describe("a core listening on a name", () => {
+  it("checks manifests against the address it is bound to, without resolving its name", async () => {
+    // The resolver knows no name at all: the core's own HOST included. The listener's bound
+    // address (an IP) is what the check compares with, so nothing needs resolving.
+    const named = await startTestServer({
+      env: { HOST: "localhost" },
+      resolveHost: async (name) => {
+        throw Object.assign(new Error(`getaddrinfo ENOTFOUND ${name}`), { code: "ENOTFOUND" });
+      },
+    });
+    try {
+      await named.createUser("root", password, ["admin"]);
+      const login = await callJson(named.url, "/auth/login", { username: "root", password });
+      const key = await named.createApiKey(["plugins:write"]);
+      const bound = named.core.server.boundAddress;
+      expect(["127.0.0.1", "::1"]).toContain(bound);
+      const res = await callJson(
+        named.url,
+        "/admin/plugins",
+        manifest("selfie", bound, named.port),
+        { token: login.body.token as string, headers: { "x-api-key": key } },
+      );
+      expect([res.status, errorInfo(res)?.reason]).toEqual([400, "PLUGIN_IS_CORE"]);
+    } finally {
+      await named.close();
+    }
+  });
+});
+
 /** The reason of the operator_call event of plugin `id`, once written. */
 const reasonOf = (id: string) => operatorCallReason(server, id);
 
@@ -221,19 +255,42 @@ describe("the dial-time check's cost", () => {
     expect([resolved, interfaceReads]).toEqual([1, 2]);
   });
 
-  it("asks again after the listener's name failed to resolve, rather than never refusing", async () => {
+  it("refuses every dial on the core's port while the listener's name does not resolve, and asks again", async () => {
     let failing = true;
+    let resolved = 0;
     const check = createCoreDialCheck({
       listener: () => ({ host: "core.local", port: 8080 }),
       resolve: async () => {
+        resolved++;
         if (failing) throw new Error("EAI_AGAIN");
         return ["127.0.0.1"];
       },
       interfaces: () => [],
     });
-    expect(await check(["127.0.0.1"], 8080)).toBeUndefined();
-    failing = false;
+    // Nobody can tell what reaches the core: fail closed, on its port only.
+    expect(await check(["203.0.113.9"], 8080)).toBe("203.0.113.9");
     expect(await check(["127.0.0.1"], 8080)).toBe("127.0.0.1");
+    expect(check(["127.0.0.1"], 8081)).toBeUndefined();
+    expect(resolved).toBe(2);
+    failing = false;
+    expect(await check(["203.0.113.9"], 8080)).toBeUndefined();
+    expect(await check(["127.0.0.1"], 8080)).toBe("127.0.0.1");
+  });
+
+  it("refuses a manifest on the core's port at registration while the listener's name does not resolve: 503", async () => {
+    const refuse = createCoreAddressCheck({
+      listener: () => ({ host: "core.local", port: 8080 }),
+      resolve: async () => {
+        throw new Error("EAI_AGAIN");
+      },
+      interfaces: () => [],
+    });
+    const err = await refuse("plugin.test", ["203.0.113.9"], 8080).then(
+      () => undefined,
+      (e: unknown) => e as DomainError,
+    );
+    expect([err?.kind, err?.reason]).toEqual(["unavailable", "CORE_ADDRESS_UNKNOWN"]);
+    await expect(refuse("plugin.test", ["203.0.113.9"], 8081)).resolves.toBeUndefined();
   });
 
   it("refuses nothing before the core listens", () => {
