@@ -57,15 +57,41 @@ export class CallSignal {
   #controller: AbortController | undefined;
   #timer: NodeJS.Timeout | undefined;
   #deadlineAt: number | undefined;
-  #gone = false;
+  /** When the client went (Date.now()), if it did before the call ended. */
+  #goneAt: number | undefined;
   #ended = false;
 
-  constructor(res: { once(event: "close", listener: () => void): unknown }) {
+  /**
+   * `res` is the call's response, not yet answered: closed already (HTTP/1.1's `closed`,
+   * HTTP/2's stream `closed`) means the client left before the call began, e.g. while its body
+   * was read.
+   */
+  constructor(res: {
+    once(event: "close", listener: () => void): unknown;
+    closed?: boolean;
+    stream?: { closed?: boolean } | undefined;
+  }) {
+    if (res.closed === true || res.stream?.closed === true) {
+      this.#goneAt = Date.now();
+      return;
+    }
     res.once("close", () => {
       if (this.#ended) return;
-      this.#gone = true;
-      this.#abort(new ConnectError("the client closed the request", Code.Canceled));
+      this.#goneAt = Date.now();
+      this.#abort(this.#goneReason());
     });
+  }
+
+  /**
+   * Why the call stopped when the client went: Canceled, or DeadlineExceeded if its deadline
+   * had passed before (as a signal made early would have said: its timer fired first).
+   */
+  #goneReason(): ConnectError {
+    return this.#deadlineAt !== undefined &&
+      this.#goneAt !== undefined &&
+      this.#deadlineAt <= this.#goneAt
+      ? timedOut()
+      : new ConnectError("the client closed the request", Code.Canceled);
   }
 
   /** The caller's deadline, `timeoutMs` from now. */
@@ -83,8 +109,7 @@ export class CallSignal {
     const controller = new AbortController();
     this.#controller = controller;
     if (this.#ended) controller.abort(finished);
-    else if (this.#gone)
-      controller.abort(new ConnectError("the client closed the request", Code.Canceled));
+    else if (this.#goneAt !== undefined) controller.abort(this.#goneReason());
     else if (this.#deadlineAt !== undefined) {
       const left = this.#deadlineAt - Date.now();
       if (left <= 0) controller.abort(timedOut());

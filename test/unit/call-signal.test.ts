@@ -79,6 +79,38 @@ describe("CallSignal", () => {
     expect(reasonOf(late.signal).code).toBe(Code.DeadlineExceeded);
   });
 
+  it("knows a client that left before the call began (the response closed already)", () => {
+    // HTTP/1.1: the response's `closed`; HTTP/2 (compat): its stream's `closed`.
+    for (const res of [
+      Object.assign(new EventEmitter(), { closed: true }),
+      Object.assign(new EventEmitter(), { stream: { closed: true } }),
+    ]) {
+      const call = new CallSignal(res);
+      expect(call.signal.aborted).toBe(true);
+      expect(reasonOf(call.signal).code).toBe(Code.Canceled);
+    }
+    // Not closed: nothing yet.
+    const open = new CallSignal(Object.assign(new EventEmitter(), { stream: { closed: false } }));
+    expect(open.signal.aborted).toBe(false);
+  });
+
+  it("says DeadlineExceeded when the deadline passed before the client left, Canceled when after", () => {
+    vi.useFakeTimers();
+    const res = new EventEmitter();
+    const lateClient = new CallSignal(res);
+    lateClient.setDeadline(50);
+    const otherRes = new EventEmitter();
+    const earlyClient = new CallSignal(otherRes);
+    earlyClient.setDeadline(50);
+    vi.advanceTimersByTime(30);
+    otherRes.emit("close");
+    vi.advanceTimersByTime(30);
+    res.emit("close");
+    // Neither signal was asked for before: each says what one made at the start would have.
+    expect(reasonOf(lateClient.signal).code).toBe(Code.DeadlineExceeded);
+    expect(reasonOf(earlyClient.signal).code).toBe(Code.Canceled);
+  });
+
   it("stops the deadline's timer when the call ends", () => {
     vi.useFakeTimers();
     const call = new CallSignal(new EventEmitter());
