@@ -1,3 +1,4 @@
+import { createLimiter } from "../limiter.js";
 import type { Forwarder } from "./forwarder.js";
 import type { PluginManifest } from "./manifest.js";
 
@@ -30,6 +31,8 @@ export interface ReachabilityDeps {
   manifests: (pluginId: string | undefined) => Promise<PluginManifest[]>;
   timeoutMs: number;
   now?: () => number;
+  /** Plugins probed at once, over every check in progress (default 16). */
+  concurrency?: number;
 }
 
 export interface PluginReachabilityCheck {
@@ -40,9 +43,16 @@ export interface PluginReachabilityCheck {
 /** A health check waits at most this long, whatever the gateway's call timeout. */
 const maxCheckMs = 2000;
 
+/**
+ * Probes in flight at once: a registry of hundreds of plugins, or several administrators
+ * checking at once, must not open a connection to every plugin in the same instant.
+ */
+const defaultConcurrency = 16;
+
 export function createPluginReachability(deps: ReachabilityDeps): PluginReachabilityCheck {
   const now = deps.now ?? (() => performance.now());
   const timeoutMs = Math.min(deps.timeoutMs, maxCheckMs);
+  const limiter = createLimiter(deps.concurrency ?? defaultConcurrency);
 
   async function probe(manifest: PluginManifest, signal?: AbortSignal) {
     const started = now();
@@ -88,7 +98,8 @@ export function createPluginReachability(deps: ReachabilityDeps): PluginReachabi
   return {
     async check(pluginId, signal) {
       const manifests = await deps.manifests(pluginId || undefined);
-      return Promise.all(manifests.map((m) => probe(m, signal)));
+      // In order, at most `concurrency` at once; a check whose caller left probes no further.
+      return Promise.all(manifests.map((m) => limiter.run(() => probe(m, signal))));
     },
   };
 }

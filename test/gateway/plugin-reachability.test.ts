@@ -1,6 +1,7 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createPluginReachability } from "../../src/gateway/reachability.js";
 import { callJson } from "../support/http.js";
 import { startTestServer, type TestServer } from "../support/server.js";
 
@@ -128,5 +129,46 @@ describe("plugin reachability", () => {
     expect((one.body.plugins as unknown[]).length).toBe(1);
     const unknown = await adminGet("/admin/plugin-reachability?plugin_id=nope");
     expect(unknown.status).toBe(404);
+  });
+});
+
+describe("checking many plugins", () => {
+  it("probes at most 16 at once, over every check in progress, and answers in order", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const manifests = Array.from({ length: 40 }, (_, i) => ({
+      id: `p${i}`,
+      name: `p${i}`,
+      pluginType: "internal",
+      endpoints: {},
+      host: "203.0.113.7",
+      port: 9000 + i,
+      traits: [],
+    }));
+    const check = createPluginReachability({
+      forwarder: {
+        forward: async (req) => {
+          inFlight++;
+          most = Math.max(most, inFlight);
+          await new Promise((resolve) => setTimeout(resolve, 5));
+          inFlight--;
+          return {
+            kind: "reply",
+            status: req.port % 2 === 0 ? 200 : 503,
+            body: Buffer.from("{}"),
+            contentType: "application/json",
+          };
+        },
+      },
+      manifests: async () => manifests,
+      timeoutMs: 1000,
+    });
+    // Two administrators at once: 80 probes, still 16 at a time.
+    const [first, second] = await Promise.all([check.check(), check.check()]);
+    expect(most).toBe(16);
+    expect(first?.map((r) => r.pluginId)).toEqual(manifests.map((m) => m.id));
+    expect(second?.map((r) => r.state)).toEqual(
+      manifests.map((m) => (m.port % 2 === 0 ? "reachable" : "unhealthy")),
+    );
   });
 });
