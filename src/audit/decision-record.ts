@@ -44,6 +44,12 @@ export interface DecisionOutcome {
   errors?: unknown;
 }
 
+/** Frozen, with frozen lists: an outcome whose value can be kept by its identity. */
+const isFixed = (o: DecisionOutcome): boolean =>
+  Object.isFrozen(o) &&
+  Object.isFrozen(o.matchedRules) &&
+  (o.errors === undefined || Object.isFrozen(o.errors));
+
 /** The id of decision k of the batch event `eventId`. */
 export function batchDecisionId(eventId: string, k: number): string {
   if (!Number.isInteger(k) || k < 0 || k > 0xffff) throw new RangeError("batch index out of range");
@@ -99,7 +105,7 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
   // A frozen outcome cannot change: its value is kept by identity, with no key to build.
   const frozenOutcomes = new WeakMap<DecisionOutcome, AuditValue>();
   const outcomeValue = (o: DecisionOutcome) => {
-    if (!Object.isFrozen(o)) return outcomeByContent(o);
+    if (!isFixed(o)) return outcomeByContent(o);
     let value = frozenOutcomes.get(o);
     if (value === undefined) {
       value = outcomeByContent(o);

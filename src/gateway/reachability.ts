@@ -31,7 +31,7 @@ export interface ReachabilityDeps {
   manifests: (pluginId: string | undefined) => Promise<PluginManifest[]>;
   timeoutMs: number;
   now?: () => number;
-  /** Plugins probed at once, over every check in progress (default 16). */
+  /** Plugins one check probes at once (default 16). */
   concurrency?: number;
 }
 
@@ -44,15 +44,16 @@ export interface PluginReachabilityCheck {
 const maxCheckMs = 2000;
 
 /**
- * Probes in flight at once: a registry of hundreds of plugins, or several administrators
- * checking at once, must not open a connection to every plugin in the same instant.
+ * Probes in flight at once, per check: a registry of hundreds of plugins must not open a
+ * connection to every plugin in the same instant. Per check, not shared: a check of one
+ * plugin never waits behind another administrator's check of all of them.
  */
 const defaultConcurrency = 16;
 
 export function createPluginReachability(deps: ReachabilityDeps): PluginReachabilityCheck {
   const now = deps.now ?? (() => performance.now());
   const timeoutMs = Math.min(deps.timeoutMs, maxCheckMs);
-  const limiter = createLimiter(deps.concurrency ?? defaultConcurrency);
+  const concurrency = deps.concurrency ?? defaultConcurrency;
 
   async function probe(manifest: PluginManifest, signal?: AbortSignal) {
     const started = now();
@@ -98,7 +99,9 @@ export function createPluginReachability(deps: ReachabilityDeps): PluginReachabi
   return {
     async check(pluginId, signal) {
       const manifests = await deps.manifests(pluginId || undefined);
-      // In order, at most `concurrency` at once; a check whose caller left probes no further.
+      // In order, at most `concurrency` at once; once the caller has left, the probes still
+      // waiting answer "check cancelled" without dialling.
+      const limiter = createLimiter(concurrency);
       return Promise.all(manifests.map((m) => limiter.run(() => probe(m, signal))));
     },
   };

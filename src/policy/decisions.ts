@@ -120,11 +120,11 @@ export function createPolicyDecisions(deps: {
   // encoded and hashed once per process, and stored once.
   const recorder = createDecisionRecorder();
 
-  // The engine's fixed answers (one matched rule, none) are frozen and shared: their outcome
-  // is built once, frozen, and the recorder keeps its value by identity.
+  // The engine's fixed answers (one matched rule, none) are frozen and shared, their lists
+  // too: their outcome is built once, frozen, and the recorder keeps its value by identity.
   const outcomes = new WeakMap<Decision, DecisionOutcome>();
   const outcomeOf = (d: Decision): DecisionOutcome => {
-    if (!Object.isFrozen(d)) return decisionOutcome(d);
+    if (!isFixed(d)) return decisionOutcome(d);
     let outcome = outcomes.get(d);
     if (outcome === undefined) {
       outcome = Object.freeze(decisionOutcome(d));
@@ -258,6 +258,12 @@ function decisionInputs(request: EvaluationRequest): DecisionInputs {
     ...(request.resource ? resourceAttributes(request.resource) : {}),
   };
 }
+
+/** Frozen, with frozen lists: nothing an outcome is built from can change. */
+const isFixed = (d: Decision): boolean =>
+  Object.isFrozen(d) &&
+  Object.isFrozen(d.matchedRules) &&
+  (d.errors === undefined || Object.isFrozen(d.errors));
 
 function decisionOutcome(d: Decision): DecisionOutcome {
   return {

@@ -87,7 +87,7 @@ export function derivationsUsed(
         const path = pathNames(engine, index, from, target);
         if (path !== null && (best === null || path.length < best.length)) best = path;
       }
-      if (best !== null) out.push({ trait: name, via: best as string[] });
+      if (best !== null) out.push({ trait: name, via: best });
     }
   }
   return out;

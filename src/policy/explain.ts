@@ -24,7 +24,7 @@ export interface RuleTrace {
 export interface TraitDerivation {
   trait: string;
   /** From a given trait to this one, through the registry's `implies`. */
-  via: string[];
+  via: readonly string[];
 }
 
 export interface Explanation {

@@ -9,6 +9,7 @@ import type {
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
 import { auditedRequestOf, originOf, requestIdKey, staffPrincipal } from "../server/context.js";
 import type { DecisionAnswer, DecisionCaller, PolicyDecisions } from "./decisions.js";
+import type { TraitDerivation } from "./explain.js";
 import type { PolicyActor, PolicyAdmin, TraitView, VersionView } from "./policy-admin.js";
 import type { EvaluationRequest } from "./types.js";
 
@@ -39,7 +40,7 @@ export function createPolicyService(deps: {
       return {
         decision: decisionMessage(decision),
         givenTraits: explanation.givenTraits,
-        impliedTraits: explanation.impliedTraits,
+        impliedTraits: explanation.impliedTraits.map(derivationMessage),
         rules: explanation.rules.map((r) => ({
           id: r.id,
           decision: r.decision,
@@ -198,9 +199,15 @@ function decisionMessage(d: DecisionAnswer): MessageInitShape<typeof EvaluateRes
     errors: (d.errors ?? []).map((e) => ({ ruleId: e.ruleId, message: e.message })),
     policyVersion: d.policyVersion,
     decisionId: d.decisionId,
-    impliedTraits: d.impliedTraits,
+    impliedTraits: d.impliedTraits.map(derivationMessage),
   };
 }
+
+/**
+ * A derivation as its message. Its `via` list is shared between answers (frozen): the message
+ * takes it as it is (protobuf-es does not copy lists) since it is only encoded, never changed.
+ */
+const derivationMessage = (t: TraitDerivation) => ({ trait: t.trait, via: t.via as string[] });
 
 const traitMessage = (t: TraitView): MessageInitShape<typeof TraitSchema> => ({
   name: t.name,

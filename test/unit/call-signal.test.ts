@@ -1,4 +1,7 @@
-import { EventEmitter } from "node:events";
+import { EventEmitter, once } from "node:events";
+import { createServer as createHttpServer, request as httpRequest } from "node:http";
+import { constants, createServer as createH2Server, connect as http2Connect } from "node:http2";
+import type { AddressInfo } from "node:net";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { CallSignal } from "../../src/server/unary.js";
@@ -120,5 +123,46 @@ describe("CallSignal", () => {
     expect(vi.getTimerCount()).toBe(0);
     vi.advanceTimersByTime(100);
     expect(reasonOf(signal).rawMessage).toBe("the call has finished");
+  });
+
+  it("on real servers: a live client's response is open; one that left has closed it (HTTP/1.1 and HTTP/2)", async () => {
+    // What CallSignal reads of a response: a wrong property name would pass the fakes above.
+    const seen: { live: boolean; left: boolean }[] = [];
+    const h1 = createHttpServer((req, res) => {
+      const live = !new CallSignal(res).signal.aborted;
+      req.socket.once("close", () => {
+        seen.push({ live, left: new CallSignal(res).signal.aborted });
+      });
+    });
+    await new Promise<void>((resolve) => h1.listen(0, "127.0.0.1", resolve));
+    const call = httpRequest({ port: (h1.address() as AddressInfo).port, method: "POST" });
+    call.on("error", () => {});
+    call.write("x");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    call.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    h1.close();
+
+    const h2 = createH2Server((_req, res) => {
+      const live = !new CallSignal(res).signal.aborted;
+      res.stream.once("close", () => {
+        seen.push({ live, left: new CallSignal(res).signal.aborted });
+      });
+    });
+    await new Promise<void>((resolve) => h2.listen(0, "127.0.0.1", resolve));
+    const session = http2Connect(`http://127.0.0.1:${(h2.address() as AddressInfo).port}`);
+    const stream = session.request({ ":method": "POST", ":path": "/" });
+    stream.on("error", () => {});
+    stream.write("x");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    stream.close(constants.NGHTTP2_CANCEL);
+    await once(stream, "close");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    session.close();
+    h2.close();
+    expect(seen).toEqual([
+      { live: true, left: true },
+      { live: true, left: true },
+    ]);
   });
 });
