@@ -41,6 +41,25 @@ export interface AuditChainState {
 /** Events checked per call when the caller sets no bound. */
 export const chainStateMaxEvents = 10_000;
 
+/**
+ * The chain state as the API reads it: calls that arrive while one is being worked out share
+ * its answer, so consoles polling at once (or a caller repeating the request) read and hash
+ * the events once, not once each. The shared answer is a snapshot taken at most one
+ * computation earlier than the call, as any answer is by the time it arrives.
+ */
+export function createChainStateReader(
+  db: Queryable,
+  options: { trusted: readonly CheckpointPublicKey[]; maxEvents?: number },
+): () => Promise<AuditChainState> {
+  let running: Promise<AuditChainState> | undefined;
+  return () => {
+    running ??= auditChainState(db, options).finally(() => {
+      running = undefined;
+    });
+    return running;
+  };
+}
+
 export async function auditChainState(
   db: Queryable,
   options: { trusted: readonly CheckpointPublicKey[]; maxEvents?: number },

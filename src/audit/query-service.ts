@@ -4,7 +4,7 @@ import { type AuditEvent, AuditService } from "../../gen/traitgate/admin/v1/audi
 import type { ServiceModule } from "../server/app.js";
 import { type AuthRule, requireAuth } from "../server/interceptors.js";
 import type { Queryable } from "../storage/index.js";
-import { type AuditChainState, auditChainState } from "./chain-state.js";
+import { type AuditChainState, createChainStateReader } from "./chain-state.js";
 import type { CheckpointPublicKey } from "./checkpoint-keys.js";
 import { type AuditEventRow, type AuditQuery, createAuditQuery } from "./query.js";
 
@@ -101,8 +101,9 @@ export function createAuditQueryModule(deps: {
   /** The keys checkpoints are checked with (AUDIT_CHECKPOINT_KEY and the previous ones). */
   trustedCheckpointKeys: readonly CheckpointPublicKey[];
 }): ServiceModule {
-  const service = createAuditService(createAuditQuery(deps), () =>
-    auditChainState(deps.db, { trusted: deps.trustedCheckpointKeys }),
+  const service = createAuditService(
+    createAuditQuery(deps),
+    createChainStateReader(deps.db, { trusted: deps.trustedCheckpointKeys }),
   );
   return {
     services: [AuditService],

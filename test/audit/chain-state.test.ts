@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from "node:crypto";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { auditChainState } from "../../src/audit/chain-state.js";
+import { auditChainState, createChainStateReader } from "../../src/audit/chain-state.js";
 import {
   type AuditWriter,
   type CheckpointKeys,
@@ -39,6 +39,28 @@ describe.each(databaseTargets())("audit chain state on $name", (target) => {
   afterEach(async () => {
     await writer.close();
     await db.close();
+  });
+
+  it("shares one computation between calls that arrive while it runs", async () => {
+    await write(30);
+    let statements = 0;
+    const counted = {
+      query: ((sql: string, params?: readonly unknown[]) => {
+        statements++;
+        return db.query(sql, params);
+      }) as Database["query"],
+    };
+    const read = createChainStateReader(counted, { trusted: [], maxEvents: 1000 });
+    const one = await read();
+    const alone = statements;
+    expect(one.verification).toMatchObject({ state: "verified", checked: 30 });
+    statements = 0;
+    const many = await Promise.all(Array.from({ length: 40 }, () => read()));
+    expect(statements).toBe(alone);
+    for (const answer of many) expect(answer).toEqual(one);
+    // Once answered, the next call works it out again (new events are seen).
+    await write(2, 30);
+    expect((await read()).verification.checked).toBe(32);
   });
 
   const write = (n: number, from = 0) =>
