@@ -1,6 +1,5 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { createValidator } from "@bufbuild/protovalidate";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import {
   IdentityService,
@@ -9,6 +8,7 @@ import {
 import { invalidArgument, permissionDenied, unauthenticated } from "../errors.js";
 import { auditedRequestOf, type Principal, staffPrincipal } from "../server/context.js";
 import { noStore } from "../server/no-store.js";
+import { createSchemaValidator } from "../server/pattern-match.js";
 import { issuerIsBaseUrl, openIdConfiguration } from "./discovery.js";
 import type { Identity, IssuedTokens, RequestMeta } from "./identity.js";
 import type { ServiceAccounts } from "./service-accounts.js";
@@ -184,6 +184,6 @@ function clientCredentials(
   return credentials;
 }
 
-const basicValidator = createValidator();
+const basicValidator = createSchemaValidator();
 
 export { IdentityService };

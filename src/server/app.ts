@@ -49,6 +49,7 @@ import {
 } from "./interceptors.js";
 import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
+import { createSchemaValidator } from "./pattern-match.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
 import { RestError, restErrorResponse } from "./transcoder/errors.js";
 import { createRestTranscoder, invokeFromHttp, listRestRoutes } from "./transcoder/index.js";
@@ -172,7 +173,7 @@ export function createApp(options: AppOptions): {
       ...(options.apiKeys ? { apiKeys: options.apiKeys } : {}),
       onRefused: refusalRecorder(hooks, options.onRefused),
     }),
-    createValidateInterceptor(),
+    createValidateInterceptor({ validator: createSchemaValidator() }),
     markHandled,
   ];
   // Unary methods are also called in process (gRPC's fast path, REST) behind the same
