@@ -1,6 +1,8 @@
 import { create, type DescFile, type DescMessage, toJson } from "@bufbuild/protobuf";
+import { createValidator } from "@bufbuild/protovalidate";
 import { FieldRulesSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
-import { describe, expect, it } from "vitest";
+import { RE2JS } from "@bufbuild/re2";
+import { describe, expect, it, vi } from "vitest";
 import { file_traitgate_admin_v1_api_keys } from "../../gen/traitgate/admin/v1/api_keys_pb.js";
 import { file_traitgate_admin_v1_audit } from "../../gen/traitgate/admin/v1/audit_pb.js";
 import { file_traitgate_gateway_v1_gateway } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
@@ -207,6 +209,19 @@ describe("createSchemaValidator", () => {
       const bad = create(EvaluateRequestSchema, { context });
       const result = validator.validate(EvaluateRequestSchema, bad);
       expect(result.kind, JSON.stringify(context)).toBe("invalid");
+    }
+  });
+
+  it("compiles no RE2 expression for the schema's patterns (protovalidate's default does)", () => {
+    const compile = vi.spyOn(RE2JS, "compile");
+    try {
+      const message = create(EvaluateRequestSchema, { context: "USER_ACTION" });
+      expect(createSchemaValidator().validate(EvaluateRequestSchema, message).kind).toBe("valid");
+      expect(compile).not.toHaveBeenCalled();
+      expect(createValidator().validate(EvaluateRequestSchema, message).kind).toBe("valid");
+      expect(compile).toHaveBeenCalledWith("^[A-Z][A-Z0-9_]{0,63}$");
+    } finally {
+      compile.mockRestore();
     }
   });
 });
