@@ -80,12 +80,15 @@ export interface DecisionRecorder {
  */
 export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
   const interner = createValueInterner(maxInterned);
+  // The traits by number when they repeat the last decision's (a batch), else as they are:
+  // the key tells the two apart (a number is not a list), both give the same value.
+  const traitsNumber = createListNumbers(maxInterned);
   const inputsValue = (i: DecisionInputs) =>
     interner.intern(
       JSON.stringify([
         "i",
         i.userId,
-        i.traits,
+        traitsNumber(i.traits) ?? i.traits,
         i.classifications,
         i.context,
         i.resourceAttributes ?? null,
@@ -159,6 +162,46 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
       };
     },
   };
+}
+
+/**
+ * Numbers for lists of strings that repeat one after the other, so that a key holding the
+ * number is short to build and to hash. A principal's traits are tens of names, the same on
+ * every request of a batch (one user's): keying each decision's inputs by their JSON made that
+ * the recorder's largest cost. Returns a number when `list` equals the list it was given just
+ * before (the same number for the same content, from a table of them: numbers are never
+ * reused, so a key made before the table was cleared cannot name another list), and undefined
+ * otherwise: a list seen once, as most unary decisions' are, costs a copy and no encoding.
+ */
+export function createListNumbers(max = 8192): (list: readonly string[]) => number | undefined {
+  const numbers = new Map<string, number>();
+  let next = 0;
+  let last: readonly string[] | undefined;
+  let lastNumber: number | undefined;
+  return (list) => {
+    if (last !== undefined && sameList(list, last)) {
+      if (lastNumber === undefined) {
+        const key = JSON.stringify(last);
+        lastNumber = numbers.get(key);
+        if (lastNumber === undefined) {
+          if (numbers.size >= max) numbers.clear();
+          lastNumber = next++;
+          numbers.set(key, lastNumber);
+        }
+      }
+      return lastNumber;
+    }
+    // A copy: the caller's list may change after this call.
+    last = [...list];
+    lastNumber = undefined;
+    return undefined;
+  };
+}
+
+function sameList(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let k = 0; k < a.length; k++) if (a[k] !== b[k]) return false;
+  return true;
 }
 
 /** The refs a compact decision event names (none for any other event). */

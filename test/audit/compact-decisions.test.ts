@@ -1,6 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { canonicalJson } from "../../src/audit/canonical.js";
-import { createDecisionRecorder } from "../../src/audit/decision-record.js";
+import { createDecisionRecorder, createListNumbers } from "../../src/audit/decision-record.js";
 import type { JsonValue } from "../../src/audit/details.js";
 import {
   type AuditEventRow,
@@ -265,5 +265,71 @@ describe("the decision recorder", () => {
     expect(createDecisionRecorder().unary("evaluate", inputs, { ...fields }).values[1]).toEqual(
       frozen.values[1],
     );
+  });
+
+  it("encodes a batch's traits once when its requests carry equal lists", () => {
+    const recorder = createDecisionRecorder();
+    const lists = Array.from({ length: 50 }, () => traits.map((t) => ` ${t}`.slice(1)));
+    const batch = lists.map((list, k) => ({
+      inputs: { ...inputs, traits: list, context: k % 2 ? "SEARCH" : "USER_ACTION" },
+      outcome: fields,
+    }));
+    const stringify = vi.spyOn(JSON, "stringify");
+    let record: ReturnType<typeof recorder.batch>;
+    try {
+      record = recorder.batch(batch);
+    } finally {
+      const encoded = stringify.mock.calls.filter(([arg]) =>
+        lists.some((list) => arg === list || (Array.isArray(arg) && arg.includes(list))),
+      ).length;
+      stringify.mockRestore();
+      // Before: each decision's key held its list (50).
+      expect(encoded).toBeLessThanOrEqual(2);
+    }
+    // The same record as decisions recorded one by one by fresh recorders (other processes).
+    const one = (k: number) => createDecisionRecorder().unary("evaluate", batch[k]!.inputs, fields);
+    expect(record.values.map((v) => v.ref).sort()).toEqual(
+      [...new Set([0, 1].flatMap((k) => one(k).values.map((v) => v.ref)))].sort(),
+    );
+    expect(record.details.decisions).toEqual(lists.map((_, k) => (k % 2 ? [2, 1] : [0, 1])));
+  });
+
+  it("names a list by its content when it changes after it was recorded", () => {
+    const recorder = createDecisionRecorder();
+    const list = [...traits];
+    const before = recorder.batch([
+      { inputs: { ...inputs, traits: list }, outcome: fields },
+      { inputs: { ...inputs, traits: list }, outcome: fields },
+    ]);
+    list.push("clearance:top_secret");
+    const after = recorder.batch([
+      { inputs: { ...inputs, traits: list }, outcome: fields },
+      { inputs: { ...inputs, traits: [...list] }, outcome: fields },
+    ]);
+    expect(after.values[0]?.ref).not.toBe(before.values[0]?.ref);
+    expect(after.details.decisions).toEqual([
+      [0, 1],
+      [0, 1],
+    ]);
+    expect(JSON.parse(after.values[0]!.json).traits).toContain("clearance:top_secret");
+  });
+
+  it("numbers a list only when it repeats the one before, the same content the same number", () => {
+    const numberOf = createListNumbers();
+    expect(numberOf(["a", "b"])).toBeUndefined();
+    const n = numberOf(["a", "b"]);
+    expect(n).toBeTypeOf("number");
+    expect(numberOf(["a", "c"])).toBeUndefined();
+    expect(numberOf(["a", "c"])).not.toBe(n);
+    expect(numberOf(["a", "b"])).toBeUndefined();
+    expect(numberOf(["a", "b"])).toBe(n);
+    // Never reused once the table is cleared.
+    const small = createListNumbers(1);
+    small(["x"]);
+    const x = small(["x"]);
+    small(["y"]);
+    const y = small(["y"]);
+    small(["x"]);
+    expect(new Set([x, y, small(["x"])]).size).toBe(3);
   });
 });
