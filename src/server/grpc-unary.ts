@@ -10,6 +10,7 @@ import type { Logger } from "../log.js";
 import { noteError, noteOutcome } from "./call-record.js";
 import { callRecordKey } from "./context.js";
 import { presetResponseOf } from "./preset-encoding.js";
+import { RequestHeaders } from "./request-headers.js";
 import { CallSignal, type UnaryMethods, type UnarySpec } from "./unary.js";
 
 /**
@@ -47,18 +48,14 @@ export interface GrpcUnaryOptions {
 
 /** The request's metadata for the handler: every header but HTTP/2's pseudo-headers. */
 function requestHeader(req: Http2ServerRequest): Headers {
-  const header = new Headers();
   const raw = req.rawHeaders;
+  const pairs: string[] = [];
+  // HTTP/2 names are lowercase; the pseudo-headers come first, but need not.
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i] ?? "";
-    if (name.startsWith(":")) continue;
-    try {
-      header.append(name, raw[i + 1] ?? "");
-    } catch {
-      // a value fetch's Headers refuses: the handler does not need it
-    }
+    const name = raw[i] as string;
+    if (!name.startsWith(":")) pairs.push(name, raw[i + 1] as string);
   }
-  return header;
+  return new RequestHeaders(pairs);
 }
 
 /**

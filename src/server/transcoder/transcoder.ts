@@ -6,6 +6,7 @@ import type { Logger } from "../../log.js";
 import { noteError, noteOutcome } from "../call-record.js";
 import { type CallRecord, callRecordKey } from "../context.js";
 import { presetResponseOf } from "../preset-encoding.js";
+import { RequestHeaders } from "../request-headers.js";
 import { CallSignal, type UnaryMethods, type UnaryOutcome, type UnarySpec } from "../unary.js";
 import { ClientGoneError, readJsonBody } from "./body.js";
 import {
@@ -76,18 +77,13 @@ function isProtocolHeader(name: string): boolean {
 
 /** The incoming headers a handler sees: the request's, without those of the HTTP exchange. */
 function handlerHeaders(req: NodeRequest): Headers {
-  const header = new Headers();
+  const pairs: string[] = [];
   for (const [name, value] of Object.entries(req.headers)) {
     if (value === undefined || isProtocolHeader(name)) continue;
-    for (const v of Array.isArray(value) ? value : [value]) {
-      try {
-        header.append(name, v);
-      } catch {
-        // a value fetch's Headers refuses: the handler does not need it
-      }
-    }
+    if (Array.isArray(value)) for (const v of value) pairs.push(name, v);
+    else pairs.push(name, value);
   }
-  return header;
+  return new RequestHeaders(pairs);
 }
 
 /** The handler's response headers and trailers, as the REST answer's headers. */
