@@ -2,14 +2,13 @@ import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import type {
-  EvaluateResponseSchema,
   PolicyService,
   PolicyVersionSchema,
   TraitSchema,
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
 import { auditedRequestOf, originOf, requestIdKey, staffPrincipal } from "../server/context.js";
-import type { DecisionAnswer, DecisionCaller, PolicyDecisions } from "./decisions.js";
-import type { TraitDerivation } from "./explain.js";
+import { decisionMessage, derivationMessage, evaluateBatchResponse } from "./decision-message.js";
+import type { DecisionCaller, PolicyDecisions } from "./decisions.js";
 import type { PolicyActor, PolicyAdmin, TraitView, VersionView } from "./policy-admin.js";
 import type { EvaluationRequest } from "./types.js";
 
@@ -29,7 +28,7 @@ export function createPolicyService(deps: {
         requestId(ctx),
         req.requests.map(request),
       );
-      return { decisions: answers.map(decisionMessage) };
+      return evaluateBatchResponse(answers);
     },
     async explain(req, ctx) {
       const { decision, explanation } = await decisions.explain(
@@ -180,34 +179,6 @@ const request = (req: RequestFields): EvaluationRequest => ({
   ...(req.userId ? { userId: req.userId } : {}),
   ...(req.resource ? { resource: req.resource } : {}),
 });
-
-function decisionMessage(d: DecisionAnswer): MessageInitShape<typeof EvaluateResponseSchema> {
-  return {
-    decision: d.decision,
-    reasonCode: d.reasonCode,
-    reason: d.reason,
-    ...(d.decidingRule ? { decidingRule: d.decidingRule } : {}),
-    matchedRules: [...d.matchedRules],
-    ...(d.sanitize
-      ? {
-          sanitize: {
-            fields: [...d.sanitize.fields],
-            classifications: [...d.sanitize.classifications],
-          },
-        }
-      : {}),
-    errors: (d.errors ?? []).map((e) => ({ ruleId: e.ruleId, message: e.message })),
-    policyVersion: d.policyVersion,
-    decisionId: d.decisionId,
-    impliedTraits: d.impliedTraits.map(derivationMessage),
-  };
-}
-
-/**
- * A derivation as its message. Its `via` list is shared between answers (frozen): the message
- * takes it as it is (protobuf-es does not copy lists) since it is only encoded, never changed.
- */
-const derivationMessage = (t: TraitDerivation) => ({ trait: t.trait, via: t.via as string[] });
 
 const traitMessage = (t: TraitView): MessageInitShape<typeof TraitSchema> => ({
   name: t.name,

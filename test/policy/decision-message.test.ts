@@ -1,0 +1,146 @@
+import { create, toBinary } from "@bufbuild/protobuf";
+import { describe, expect, it } from "vitest";
+import {
+  EvaluateBatchResponseSchema,
+  EvaluateResponseSchema,
+  RuleErrorSchema,
+  SanitizeSpecSchema,
+  TraitDerivationSchema,
+} from "../../gen/traitgate/policy/v1/policy_pb.js";
+import { decisionMessage, evaluateBatchResponse } from "../../src/policy/decision-message.js";
+import type { DecisionAnswer } from "../../src/policy/decisions.js";
+
+const via = Object.freeze(["role:clinician", "role:staff"]);
+
+const base: DecisionAnswer = {
+  decision: "allow",
+  reasonCode: "RULE_ALLOW",
+  reason: "rule clinical-read allows",
+  decidingRule: "clinical-read",
+  matchedRules: Object.freeze(["clinical-read", "staff-read"]),
+  sanitize: undefined,
+  errors: undefined,
+  policyVersion: "f".repeat(64),
+  decisionId: "0190f3a2-7c1e-7b2a-9d4e-000000000001",
+  impliedTraits: [
+    { trait: "role:staff", via },
+    { trait: "data_access:internal", via: [] },
+  ],
+};
+
+/** Answers covering every field, present and absent, empty and not, and strings beyond ASCII. */
+const answers: Record<string, DecisionAnswer> = {
+  "an allow": base,
+  "a deny without a deciding rule": {
+    ...base,
+    decision: "deny",
+    reasonCode: "NO_MATCH",
+    decidingRule: undefined,
+    matchedRules: [],
+    impliedTraits: [],
+  },
+  "a sanitize": {
+    ...base,
+    decision: "sanitize",
+    sanitize: { fields: ["ssn", "dob"], classifications: ["phi"] },
+  },
+  "a sanitize with empty lists": {
+    ...base,
+    decision: "sanitize",
+    sanitize: { fields: [], classifications: [] },
+  },
+  "rule errors": {
+    ...base,
+    decision: "deny",
+    errors: [
+      { ruleId: "r1", message: "condition failed: résumé ≠ ☃" },
+      { ruleId: "", message: "" },
+    ],
+  },
+  "empty strings everywhere": {
+    ...base,
+    reason: "",
+    reasonCode: "" as DecisionAnswer["reasonCode"],
+    decidingRule: "",
+    matchedRules: ["", "x"],
+    policyVersion: "",
+    decisionId: "",
+    impliedTraits: [{ trait: "", via: [""] }],
+  },
+  "non-ASCII, a lone surrogate and a long string": {
+    ...base,
+    reason: `Ärzte 😀 \ud800 ${"x".repeat(300)}`,
+    matchedRules: ["règle", "x".repeat(20_000)],
+    impliedTraits: [{ trait: "role:médecin", via: ["role:ärztin", "😀"] }],
+  },
+};
+
+/** The message as the service built it before: an init object given to protobuf-es's create. */
+function created(d: DecisionAnswer) {
+  return create(EvaluateResponseSchema, {
+    decision: d.decision,
+    reasonCode: d.reasonCode,
+    reason: d.reason,
+    ...(d.decidingRule ? { decidingRule: d.decidingRule } : {}),
+    matchedRules: [...d.matchedRules],
+    ...(d.sanitize
+      ? {
+          sanitize: {
+            fields: [...d.sanitize.fields],
+            classifications: [...d.sanitize.classifications],
+          },
+        }
+      : {}),
+    errors: (d.errors ?? []).map((e) => ({ ruleId: e.ruleId, message: e.message })),
+    policyVersion: d.policyVersion,
+    decisionId: d.decisionId,
+    impliedTraits: d.impliedTraits.map((t) => ({ trait: t.trait, via: [...t.via] })),
+  });
+}
+
+describe("decision messages", () => {
+  it.each(Object.entries(answers))("builds the message create() builds: %s", (_, d) => {
+    const message = decisionMessage(d);
+    expect(message).toStrictEqual(created(d));
+    // create() takes it as it is: no copy on the way out of the handler.
+    expect(create(EvaluateResponseSchema, message)).toBe(message);
+  });
+
+  it.each(Object.entries(answers))("encodes as the message create() builds: %s", (_, d) => {
+    expect(Buffer.from(toBinary(EvaluateResponseSchema, decisionMessage(d)))).toEqual(
+      Buffer.from(toBinary(EvaluateResponseSchema, created(d))),
+    );
+  });
+
+  it("builds a batch's message as create() does", () => {
+    const list = [...Object.values(answers), ...Array.from({ length: 60 }, () => base)];
+    const message = evaluateBatchResponse(list);
+    const want = create(EvaluateBatchResponseSchema, { decisions: list.map(created) });
+    expect(message).toStrictEqual(want);
+    expect(create(EvaluateBatchResponseSchema, message)).toBe(message);
+    expect(Buffer.from(toBinary(EvaluateBatchResponseSchema, message))).toEqual(
+      Buffer.from(toBinary(EvaluateBatchResponseSchema, want)),
+    );
+  });
+
+  it("knows every field of the messages it builds (a field added to the proto fails here)", () => {
+    const fields = (schema: { fields: readonly { number: number; name: string }[] }) =>
+      schema.fields.map((f) => `${f.number}:${f.name}`);
+    expect(fields(EvaluateResponseSchema)).toEqual([
+      "1:decision",
+      "2:reason_code",
+      "3:reason",
+      "4:deciding_rule",
+      "5:matched_rules",
+      "6:sanitize",
+      "7:errors",
+      "8:policy_version",
+      "9:decision_id",
+      "10:implied_traits",
+    ]);
+    expect(fields(SanitizeSpecSchema)).toEqual(["1:fields", "2:classifications"]);
+    expect(fields(RuleErrorSchema)).toEqual(["1:rule_id", "2:message"]);
+    expect(fields(TraitDerivationSchema)).toEqual(["1:trait", "2:via"]);
+    expect(fields(EvaluateBatchResponseSchema)).toEqual(["1:decisions"]);
+  });
+});
