@@ -21,7 +21,11 @@ import type { TraitDerivation } from "./explain.js";
 type EvaluateResponse = MessageShape<typeof EvaluateResponseSchema>;
 type EvaluateBatchResponse = MessageShape<typeof EvaluateBatchResponseSchema>;
 
-/** The answer as its message, complete. Shared lists (frozen) are taken as they are: only read. */
+/**
+ * The answer as its message, complete. Its lists are the decision's own, taken as they are:
+ * the engine's shared ones are frozen, so code that would change a response message in place
+ * (none does: they are only encoded) must copy them first.
+ */
 export function decisionMessage(d: DecisionAnswer): EvaluateResponse {
   const message: EvaluateResponse = {
     $typeName: "traitgate.policy.v1.EvaluateResponse",

@@ -70,6 +70,8 @@ interface Element {
 
 const maxCodePoint = 0x10ffff;
 const maxRepeat = 1000;
+/** At most this many characters' worth of repeats in a pattern taken (RE2's limit is larger). */
+const maxProgram = 10_000;
 /** Characters that stand for themselves, in and out of classes, in both engines. */
 const plain = /[A-Za-z0-9_@:,=#%&!~'" /<>;`]/;
 /** Punctuation both engines take escaped (RegExp's `u` flag allows no other escapes). */
@@ -191,6 +193,10 @@ function quantifier(s: string, i: number): { min: number; max: number; next: num
 
 /** Every element of variable length is followed by the end, or by a mandatory element of a disjoint set. */
 function linear(elements: readonly Element[]): boolean {
+  // RE2 refuses programs it finds too large ("expression too large"); so do we, well before.
+  let size = 0;
+  for (const e of elements) size += Number.isFinite(e.max) ? e.max : e.min + 1;
+  if (size > maxProgram) return false;
   for (let i = 0; i < elements.length; i++) {
     const e = elements[i] as Element;
     if (e.min === e.max) continue;

@@ -7,31 +7,46 @@
  * call's server CPU in a profile at 64 in flight, for a handler chain that reads two or three
  * headers with `get`. `get` and `has` here scan the list instead, with the same answer as the
  * full object; anything else (iterating, changing it) builds the full object first, once, and
- * is then `Headers` itself.
+ * is then `Headers` itself. What reads undici's internal list without calling a method
+ * (`Headers.prototype.get.call(h, …)`, `util.inspect`) sees no header until then; `new
+ * Headers(h)` and `fetch` iterate it, and see them all.
  */
 export class RequestHeaders extends (Headers as unknown as new () => HeadersMethods) {
   /** `[name, value, name, value, …]`, names lowercase; undefined once the full object is built. */
   #pairs: readonly string[] | undefined;
 
   /**
-   * `pairs`: the request's headers as Node gives them, `[name, value, …]` with lowercase names
-   * (HTTP/2's raw list, or `req.headers` flattened), those the handlers must not see left out.
+   * `pairs`: the request's headers as Node gives them, `[name, value, …]` (HTTP/2's raw list,
+   * or `req.headers` flattened), those the handlers must not see left out.
    */
   constructor(pairs: readonly string[]) {
     super();
-    this.#pairs = pairs;
+    // Node gives lowercase names (HTTP/2 requires them, req.headers lowercases); a list from
+    // elsewhere is made so, or a lookup would miss a header that is there.
+    let lower = pairs;
+    for (let i = 0; i < pairs.length; i += 2) {
+      const name = pairs[i] as string;
+      if (name !== name.toLowerCase()) {
+        lower = pairs.map((v, k) => (k % 2 === 0 ? v.toLowerCase() : v));
+        break;
+      }
+    }
+    this.#pairs = lower;
   }
 
   override get(name: string): string | null {
     const pairs = this.#pairs;
     if (pairs === undefined) return super.get(name);
     const wanted = headerName(name);
+    // Fetch joins a repeated header's values with ", ", Cookie's with "; " (as HTTP/2 clients
+    // may split one Cookie header into several).
+    const separator = wanted === "cookie" ? "; " : ", ";
     let found: string | null = null;
     for (let i = 0; i + 1 < pairs.length; i += 2) {
       if (pairs[i] !== wanted) continue;
       const value = headerValue(pairs[i + 1] as string);
       if (value === undefined) continue;
-      found = found === null ? value : `${found}, ${value}`;
+      found = found === null ? value : `${found}${separator}${value}`;
     }
     return found;
   }
@@ -113,14 +128,23 @@ const token = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**
  * A value as `Headers.append` keeps it: leading and trailing whitespace removed; undefined
- * where it refuses the value (NUL, CR or LF inside, or a character beyond Latin-1).
+ * where it refuses the value (NUL, CR or LF inside, or a character beyond Latin-1). Trimmed
+ * by a scan from each end, not a regular expression: `/\s+$/` retries from every position of
+ * a run of spaces inside a value, quadratic in a header a client sends before it is
+ * authenticated.
  */
 function headerValue(value: string): string | undefined {
-  const trimmed = value.replace(edges, "");
+  let start = 0;
+  let end = value.length;
+  while (start < end && isHttpWhitespace(value.charCodeAt(start))) start++;
+  while (end > start && isHttpWhitespace(value.charCodeAt(end - 1))) end--;
+  const trimmed = start === 0 && end === value.length ? value : value.slice(start, end);
   return refused.test(trimmed) ? undefined : trimmed;
 }
 
-const edges = /^[\t\n\r ]+|[\t\n\r ]+$/g;
+/** Tab, LF, CR and space: what fetch's Headers trims from a value's ends. */
+const isHttpWhitespace = (c: number): boolean =>
+  c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 const refused = /[\0\r\n]|[^\0-\xff]/;
 
 /**

@@ -153,7 +153,12 @@ describe("nativePattern", () => {
     ["^a+\\$", "an escaped dollar at the end"],
     ["^[z-a]$", "a reversed range"],
     ["^[]$", "an empty class"],
-    ["^\\_$", "an escape RegExp's u flag refuses"],
+    ["^\\_$", "an escape outside the grammar"],
+    ["^a\\-b$", "an escape the grammar takes but RegExp's u flag refuses outside a class"],
+    [
+      "^a{1000}b{1000}c{1000}d{1000}e{1000}f{1000}g{1000}h{1000}i{1000}j{1000}k$",
+      "repeats past the size cap",
+    ],
     ["(?i)^a$", "flags"],
   ])("leaves %s to RE2 (%s)", (pattern) => {
     expect(nativePattern(pattern)).toBeNull();
@@ -223,5 +228,23 @@ describe("createSchemaValidator", () => {
     } finally {
       compile.mockRestore();
     }
+  });
+});
+
+describe("the RE2 engine used", () => {
+  it("is the one protovalidate depends on (one copy: the fallback and its default agree)", async () => {
+    const { readFile } = await import("node:fs/promises");
+    const read = async (path: string) =>
+      JSON.parse(await readFile(new URL(path, import.meta.url), "utf8")) as {
+        version?: string;
+        dependencies?: Record<string, string>;
+      };
+    const ours = await read("../../package.json");
+    const protovalidate = await read("../../node_modules/@bufbuild/protovalidate/package.json");
+    const installed = await read("../../node_modules/@bufbuild/re2/package.json");
+    expect(ours.dependencies?.["@bufbuild/re2"]).toBe(
+      protovalidate.dependencies?.["@bufbuild/re2"],
+    );
+    expect(installed.version).toBe(ours.dependencies?.["@bufbuild/re2"]);
   });
 });

@@ -40,6 +40,16 @@ const cases: Record<string, string[]> = {
   "a value beyond Latin-1": ["x-e", "\u2603", "x-e", "fine"],
   "set-cookie and empty values": ["set-cookie", "a=1", "set-cookie", "b=2", "x-empty", ""],
   nothing: [],
+  "a cookie split in two (HTTP/2 clients may)": ["cookie", "a=1", "cookie", "b=2", "x", "1"],
+  "names not in lowercase (a list from elsewhere)": ["X-Api-Key", "k", "Authorization", "Bearer z"],
+  // Trimmed by a scan: a regular expression (/[\t\n\r ]+$/) took 55–60 s on this value, a
+  // header an unauthenticated client can send (the suite would hang here).
+  "a long run of spaces inside and around a value": [
+    "x-long",
+    `a${" ".repeat(200_000)}a`,
+    "x-edges",
+    `${" ".repeat(100_000)}x${" ".repeat(100_000)}`,
+  ],
 };
 
 describe("RequestHeaders", () => {
