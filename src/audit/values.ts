@@ -31,22 +31,31 @@ export const valueMatches = (ref: string, storedText: string): boolean =>
 
 /**
  * Interned values by a caller's key: the hot path (a decision) computes a value's JSON and
- * hash once per distinct key, not once per event. Bounded: cleared when it holds `max`.
+ * hash once per distinct key, not once per event. Bounded, in two generations: when the
+ * current one holds `max` values it becomes the previous one and the one before is dropped; a
+ * value found in the previous one is carried into the current one. So values asked for again
+ * within about `max` others stay, whatever the order they come in. (It was cleared whole at
+ * `max`: asked in turn, a working set larger than that missed on every lookup, and each miss
+ * costs the value's canonical JSON and its sha256.) At most 2 × `max` values are kept: with the
+ * default, about 20 MB for decision inputs of a few hundred bytes.
  */
 export interface ValueInterner {
   intern(key: string, build: () => unknown): AuditValue;
 }
 
-export function createValueInterner(max = 8192): ValueInterner {
-  const known = new Map<string, AuditValue>();
+export function createValueInterner(max = 16_384): ValueInterner {
+  let current = new Map<string, AuditValue>();
+  let previous = new Map<string, AuditValue>();
   return {
     intern(key, build) {
-      let value = known.get(key);
-      if (value === undefined) {
-        value = auditValue(build());
-        if (known.size >= max) known.clear();
-        known.set(key, value);
+      let value = current.get(key);
+      if (value !== undefined) return value;
+      value = previous.get(key) ?? auditValue(build());
+      if (current.size >= max) {
+        previous = current;
+        current = new Map();
       }
+      current.set(key, value);
       return value;
     },
   };
