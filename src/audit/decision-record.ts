@@ -168,10 +168,11 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
  * Numbers for lists of strings that repeat one after the other, so that a key holding the
  * number is short to build and to hash. A principal's traits are tens of names, typically the
  * same on every request of a batch (one user's, about many resources): keying each decision's
- * inputs by their JSON made that the recorder's largest cost. Returns a number when `list` equals the list it was given just
- * before (the same number for the same content, from a table of them: numbers are never
- * reused, so a key made before the table was cleared cannot name another list), and undefined
- * otherwise: a list seen once, as most unary decisions' are, costs a copy and no encoding.
+ * inputs by their JSON made that the recorder's largest cost. Returns a number when `list`
+ * equals the list it was given just before (the same number for the same content, from a
+ * table of them: numbers are never reused, so a key made before the table was cleared cannot
+ * name another list), and undefined otherwise: a list seen once, as most unary decisions' are,
+ * costs a copy and no encoding.
  */
 export function createListNumbers(max = 8192): (list: readonly string[]) => number | undefined {
   const numbers = new Map<string, number>();

@@ -12,7 +12,7 @@ export type RegexMatcher = NonNullable<ValidatorOptions["regexMatch"]>;
  *
  * RE2 in JavaScript takes 1.2–2.5 µs to match a short identifier against our patterns, the
  * platform `RegExp` 50–70 ns (a micro-benchmark on this machine's Node 20): a batch of 50
- * decisions matched its `context` fields 50 times, about 7 % of the batch's server CPU.
+ * decisions matched its `context` fields 50 times, 3–5 % of the batch's server CPU.
  *
  * The grammar (`nativePattern`): `^`, then elements, then `$`. An element is a character class
  * (`[...]` or `[^...]` of characters, ranges and escapes) or one character, with an optional
