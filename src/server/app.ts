@@ -51,6 +51,7 @@ import { createOpenApiEndpoint, openApiPath } from "./openapi.js";
 import { createOriginResolver, parseTrustedProxies } from "./origin.js";
 import { createSchemaValidator } from "./pattern-match.js";
 import { reflectionServices, registerReflection } from "./reflection.js";
+import { joinRepeatedAuthorization } from "./request-headers.js";
 import { RestError, restErrorResponse } from "./transcoder/errors.js";
 import { createRestTranscoder, invokeFromHttp, listRestRoutes } from "./transcoder/index.js";
 import { UnaryMethods, type UnaryOutcome } from "./unary.js";
@@ -330,6 +331,7 @@ export function createApp(options: AppOptions): {
   });
   const originOf = createOriginResolver(parseTrustedProxies(options.trustedProxies ?? []).proxies);
   const listener: RequestListener = (req, res) => {
+    joinRepeatedAuthorization(req);
     const call = startCall(req, res, "rest", originOf(req));
     void serve(req, res, call)
       .catch((err: unknown) => log.error({ err, rpc: call.rpc }, "request failed"))

@@ -165,3 +165,28 @@ interface HeadersMethods {
   values(): IterableIterator<string>;
   [Symbol.iterator](): IterableIterator<[string, string]>;
 }
+
+/**
+ * Makes a repeated `Authorization` count on every path. Node keeps only the first of a
+ * repeated single-value header in `req.headers` (HTTP/1.1 and HTTP/2 alike), which Connect's
+ * adapter, the REST transcoder and the call log read: a request carrying two credentials was
+ * judged by the first, while a proxy in front may have checked the other. The gRPC path reads
+ * the raw list and joins them, as fetch does; this gives `req.headers` the same joined value,
+ * which no credential parser accepts, so every protocol answers unauthenticated (fail closed).
+ * Called once per request, before anything reads its headers.
+ */
+export function joinRepeatedAuthorization(req: {
+  readonly rawHeaders: readonly string[];
+  readonly headers: Record<string, string | string[] | undefined>;
+}): void {
+  const raw = req.rawHeaders;
+  const values: string[] = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = raw[i] as string;
+    // HTTP/2 names are lowercase; HTTP/1.1 names keep the client's spelling.
+    if (name.length === 13 && name.toLowerCase() === "authorization") {
+      values.push(raw[i + 1] as string);
+    }
+  }
+  if (values.length > 1) req.headers.authorization = values.join(", ");
+}
