@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { JsonValue } from "./details.js";
+import type { JsonObject, JsonValue } from "./details.js";
 import type { AuditRecord } from "./event.js";
 import type { AuditValue } from "./values.js";
 
@@ -33,6 +33,22 @@ export function canonicalJson(value: JsonValue): string {
 }
 
 /**
+ * Details whose stored form is known when they are built: a value `prepareDetails` gives back
+ * unchanged, with its canonical JSON. The writer takes both as they are instead of walking the
+ * value twice (redaction, then encoding): for a decision batch that walk covered a hundred
+ * refs and fifty pairs, 5 % of the batch's server CPU. Only for details the audit module
+ * writes itself from names, refs and counts (src/audit/decision-record.ts); its tests check
+ * each maker against `prepareDetails` and `canonicalJson`. Anything else goes through
+ * redaction.
+ */
+export class CanonicalDetails {
+  constructor(
+    readonly value: JsonObject,
+    readonly json: string,
+  ) {}
+}
+
+/**
  * The canonical encoding of an event: the canonical JSON of every stored field except seq
  * (the storage order) and the two hashes, with the encoding's version as "v".
  */
@@ -51,11 +67,12 @@ export interface PreparedEvent {
   values: readonly AuditValue[];
 }
 
+/** `detailsJson`: canonicalJson(record.details), when the caller has it (CanonicalDetails). */
 export function prepareEvent(
   record: AuditRecord,
   values: readonly AuditValue[] = [],
+  detailsJson = canonicalJson(record.details),
 ): PreparedEvent {
-  const detailsJson = canonicalJson(record.details);
   const text = (value: string | null | undefined) => JSON.stringify(value ?? null);
   const clientAddress = record.clientAddress ?? null;
   const userAgent = record.userAgent ?? null;

@@ -1,3 +1,4 @@
+import { CanonicalDetails, canonicalJson } from "./canonical.js";
 import type { JsonObject, JsonValue } from "./details.js";
 import { type AuditValue, createValueInterner, referencedValues } from "./values.js";
 
@@ -66,10 +67,10 @@ export interface DecisionRecorder {
     inputs: DecisionInputs,
     outcome: DecisionOutcome,
     extra?: Readonly<Record<string, number>>,
-  ): { details: Record<string, unknown>; values: AuditValue[] };
+  ): { canonicalDetails: CanonicalDetails; values: AuditValue[] };
   /** Details and values of a `policy_decision_batch` event. */
   batch(decisions: readonly { inputs: DecisionInputs; outcome: DecisionOutcome }[]): {
-    details: Record<string, unknown>;
+    canonicalDetails: CanonicalDetails;
     values: AuditValue[];
   };
 }
@@ -141,7 +142,12 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
     unary(via, inputs, outcome, extra = {}) {
       const i = inputsValue(inputs);
       const o = outcomeValue(outcome);
-      return { details: { via, refs: [i.ref, o.ref], ...extra }, values: [i, o] };
+      // A name of this codebase's, two refs and counts: nothing to redact.
+      const details = { via, refs: [i.ref, o.ref], ...extra };
+      return {
+        canonicalDetails: new CanonicalDetails(details, canonicalJson(details)),
+        values: [i, o],
+      };
     },
     batch(decisions) {
       const index = new Map<string, number>();
@@ -156,10 +162,12 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
         return n;
       };
       const pairs = decisions.map((d) => [at(inputsValue(d.inputs)), at(outcomeValue(d.outcome))]);
-      return {
-        details: { count: decisions.length, refs: values.map((v) => v.ref), decisions: pairs },
-        values,
-      };
+      const refs = values.map((v) => v.ref);
+      const details = { count: decisions.length, refs, decisions: pairs };
+      // Its canonical JSON written out: keys in order, indexes and base64url refs (nothing to
+      // escape or redact).
+      const json = `{"count":${decisions.length},"decisions":[${pairs.map(([i, o]) => `[${i},${o}]`).join(",")}],"refs":["${refs.join('","')}"]}`;
+      return { canonicalDetails: new CanonicalDetails(details, json), values };
     },
   };
 }

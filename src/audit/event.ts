@@ -1,3 +1,4 @@
+import { CanonicalDetails } from "./canonical.js";
 import { type JsonObject, prepareDetails, storableText } from "./details.js";
 import type { AuditValue } from "./values.js";
 
@@ -60,6 +61,11 @@ export interface AuditEventInput {
    */
   details?: Readonly<Record<string, unknown>>;
   /**
+   * Instead of `details`: details already in their stored form, taken as they are (the audit
+   * module's own decision records, src/audit/canonical.ts). Not both.
+   */
+  canonicalDetails?: CanonicalDetails;
+  /**
    * Values the details refer to by ref (`details.refs`), stored with the event in the same
    * transaction (src/audit/values.ts).
    */
@@ -118,8 +124,17 @@ export function toRecord(input: AuditEventInput, id: string, nowMs: number): Aud
     outcome: input.outcome,
     requestId: optionalText(input.requestId, "requestId"),
     ...originFields(input.origin),
-    details: prepareDetails(input.details),
+    details: detailsOf(input),
   };
+}
+
+function detailsOf(input: AuditEventInput): JsonObject {
+  const canonical = input.canonicalDetails;
+  if (canonical === undefined) return prepareDetails(input.details);
+  if (!(canonical instanceof CanonicalDetails) || input.details !== undefined) {
+    throw new TypeError("audit event canonicalDetails must be CanonicalDetails, without details");
+  }
+  return canonical.value;
 }
 
 function originFields(origin: RequestOrigin | null | undefined) {

@@ -115,6 +115,16 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
   let draining: Promise<void> | undefined;
   let closed = false;
 
+  /** The event with its encodings; a TypeError when it is malformed. */
+  function prepare(event: AuditEventInput): PreparedEvent {
+    const record = toRecord(event, event.id ?? randomUUID(), clock.now());
+    // toRecord took canonicalDetails' value only if it is one.
+    const canonical = event.canonicalDetails;
+    return canonical === undefined
+      ? prepareEvent(record, event.values)
+      : prepareEvent(record, event.values, canonical.json);
+  }
+
   async function drain(): Promise<void> {
     // Let the writes of the current tick join the first batch.
     await Promise.resolve();
@@ -169,7 +179,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
       }
       let prepared: PreparedEvent;
       try {
-        prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()), event.values);
+        prepared = prepare(event);
       } catch (err) {
         return Promise.reject(err);
       }
@@ -188,7 +198,7 @@ export function createAuditWriter(options: AuditWriterOptions): AuditWriter {
     },
 
     async writeIn(tx, event) {
-      const prepared = prepareEvent(toRecord(event, randomUUID(), clock.now()), event.values);
+      const prepared = prepare(event);
       try {
         const [appended] = await appendBatch(tx, [prepared]);
         if (appended === undefined) throw new Error("audit_append gave no row");

@@ -16,7 +16,7 @@ import type { PolicyEngine } from "./engine.js";
 import type { Explanation, TraitDerivation } from "./explain.js";
 import type { LivePolicy } from "./live.js";
 import type { Removal } from "./sanitize.js";
-import type { Decision, EvaluationRequest } from "./types.js";
+import type { CompleteEvaluationRequest, Decision, EvaluationRequest } from "./types.js";
 
 /** The authenticated caller of a decision method. */
 export interface DecisionCaller {
@@ -153,8 +153,21 @@ export function createPolicyDecisions(deps: {
     ...recorder.unary(via, decisionInputs(request), outcomeOf(d), extra),
   });
 
-  const answer = (engine: PolicyEngine, request: EvaluationRequest, d: Decision, id: string) => ({
-    ...d,
+  // Literals with every field (no spread: 0.5 µs a copy, per decision of a batch).
+  const answer = (
+    engine: PolicyEngine,
+    request: EvaluationRequest,
+    d: Decision,
+    id: string,
+  ): DecisionAnswer => ({
+    decision: d.decision,
+    reasonCode: d.reasonCode,
+    reason: d.reason,
+    decidingRule: d.decidingRule,
+    matchedRules: d.matchedRules,
+    sanitize: d.sanitize,
+    errors: d.errors,
+    policyVersion: d.policyVersion,
     decisionId: id,
     impliedTraits: derivationsUsed(engine, request, d),
   });
@@ -167,7 +180,15 @@ export function createPolicyDecisions(deps: {
     field: () => string = userIdField,
   ) => {
     const userId = subject(caller, request.userId, field);
-    return userId === (request.userId ?? "") ? request : { ...request, userId };
+    if (userId === (request.userId ?? "")) return request;
+    const copy: CompleteEvaluationRequest = {
+      traits: request.traits,
+      context: request.context,
+      classifications: request.classifications,
+      userId,
+      resource: request.resource,
+    };
+    return copy;
   };
 
   return {
@@ -250,14 +271,22 @@ export function createPolicyDecisions(deps: {
 
 /** What the audit log keeps of a decision's request: never a document, of the resource its keys. */
 function decisionInputs(request: EvaluationRequest): DecisionInputs {
+  const names = request.resource ? Object.keys(request.resource) : undefined;
   return {
     userId: request.userId ?? "",
     traits: request.traits,
-    classifications: request.classifications ?? [],
+    classifications: request.classifications ?? noClassifications,
     context: request.context,
-    ...(request.resource ? resourceAttributes(request.resource) : {}),
+    resourceAttributes:
+      names === undefined || names.length <= maxRecordedAttributes
+        ? names
+        : names.slice(0, maxRecordedAttributes),
+    resourceAttributeCount:
+      names !== undefined && names.length > maxRecordedAttributes ? names.length : undefined,
   };
 }
+
+const noClassifications: readonly string[] = Object.freeze([]);
 
 /** Frozen, with frozen lists: nothing an outcome is built from can change. */
 const isFixed = (d: Decision): boolean =>
@@ -276,14 +305,5 @@ function decisionOutcome(d: Decision): DecisionOutcome {
   };
 }
 
+/** Of the resource, the names of at most this many attributes are recorded (and the count). */
 const maxRecordedAttributes = 64;
-
-function resourceAttributes(resource: Readonly<Record<string, unknown>>) {
-  const names = Object.keys(resource);
-  return names.length <= maxRecordedAttributes
-    ? { resourceAttributes: names }
-    : {
-        resourceAttributes: names.slice(0, maxRecordedAttributes),
-        resourceAttributeCount: names.length,
-      };
-}

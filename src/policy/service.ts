@@ -10,7 +10,7 @@ import { auditedRequestOf, originOf, requestIdKey, staffPrincipal } from "../ser
 import { decisionMessage, derivationMessage, evaluateBatchResponse } from "./decision-message.js";
 import type { DecisionCaller, PolicyDecisions } from "./decisions.js";
 import type { PolicyActor, PolicyAdmin, TraitView, VersionView } from "./policy-admin.js";
-import type { EvaluationRequest } from "./types.js";
+import type { CompleteEvaluationRequest } from "./types.js";
 
 /** Thin Connect handlers for the policy service: parse → call the domain → map the result. */
 export function createPolicyService(deps: {
@@ -172,12 +172,12 @@ interface RequestFields {
   resource?: JsonObject | undefined;
 }
 
-const request = (req: RequestFields): EvaluationRequest => ({
+const request = (req: RequestFields): CompleteEvaluationRequest => ({
   traits: req.traits,
   context: req.context,
-  ...(req.classifications.length > 0 ? { classifications: req.classifications } : {}),
-  ...(req.userId ? { userId: req.userId } : {}),
-  ...(req.resource ? { resource: req.resource } : {}),
+  classifications: req.classifications.length > 0 ? req.classifications : undefined,
+  userId: req.userId || undefined,
+  resource: req.resource,
 });
 
 const traitMessage = (t: TraitView): MessageInitShape<typeof TraitSchema> => ({

@@ -55,6 +55,15 @@ export interface EvaluationRequest {
   resource?: Readonly<Record<string, unknown>>;
 }
 
+/**
+ * A request with every field named (those absent `undefined`): what hot paths build it as, so
+ * that it is one fixed-layout literal (a spread copy cost about 0.5 µs, 50 times a batch) and a
+ * field added to EvaluationRequest fails to compile where one is built.
+ */
+export type CompleteEvaluationRequest = {
+  [K in keyof Required<EvaluationRequest>]: EvaluationRequest[K];
+};
+
 export type DecisionReasonCode =
   | "RULE_ALLOW"
   | "RULE_SANITIZE"

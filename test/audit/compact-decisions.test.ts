@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { canonicalJson } from "../../src/audit/canonical.js";
+import { type CanonicalDetails, canonicalJson } from "../../src/audit/canonical.js";
 import { createDecisionRecorder, createListNumbers } from "../../src/audit/decision-record.js";
-import type { JsonValue } from "../../src/audit/details.js";
+import { type JsonValue, prepareDetails } from "../../src/audit/details.js";
+import { toRecord } from "../../src/audit/event.js";
 import {
   type AuditEventRow,
   type AuditWriter,
@@ -247,7 +248,9 @@ describe("the decision recorder", () => {
     const once = reads;
     expect(once).toBeGreaterThan(0);
     for (let i = 0; i < 10; i++) {
-      expect(recorder.unary("evaluate", inputs, frozen).details).toEqual(first.details);
+      expect(recorder.unary("evaluate", inputs, frozen).canonicalDetails.value).toEqual(
+        first.canonicalDetails.value,
+      );
       expect(recorder.batch([{ inputs, outcome: frozen }]).values[1]).toEqual(first.values[1]);
     }
     expect(reads).toBe(once);
@@ -258,7 +261,7 @@ describe("the decision recorder", () => {
     const frozen = recorder.unary("evaluate", inputs, Object.freeze({ ...fields }));
     const copy = recorder.unary("evaluate", inputs, { ...fields, matchedRules: ["read"] });
     const other = recorder.unary("evaluate", inputs, { ...fields, decision: "deny" });
-    expect(copy.details).toEqual(frozen.details);
+    expect(copy.canonicalDetails.value).toEqual(frozen.canonicalDetails.value);
     expect(copy.values[1]).toEqual(frozen.values[1]);
     expect(other.values[1]?.ref).not.toBe(frozen.values[1]?.ref);
     // A fresh recorder (another process) names it the same.
@@ -291,7 +294,9 @@ describe("the decision recorder", () => {
     expect(record.values.map((v) => v.ref).sort()).toEqual(
       [...new Set([0, 1].flatMap((k) => one(k).values.map((v) => v.ref)))].sort(),
     );
-    expect(record.details.decisions).toEqual(lists.map((_, k) => (k % 2 ? [2, 1] : [0, 1])));
+    expect(record.canonicalDetails.value.decisions).toEqual(
+      lists.map((_, k) => (k % 2 ? [2, 1] : [0, 1])),
+    );
   });
 
   it("names a list by its content when it changes after it was recorded", () => {
@@ -307,7 +312,7 @@ describe("the decision recorder", () => {
       { inputs: { ...inputs, traits: [...list] }, outcome: fields },
     ]);
     expect(after.values[0]?.ref).not.toBe(before.values[0]?.ref);
-    expect(after.details.decisions).toEqual([
+    expect(after.canonicalDetails.value.decisions).toEqual([
       [0, 1],
       [0, 1],
     ]);
@@ -331,5 +336,44 @@ describe("the decision recorder", () => {
     const y = small(["y"]);
     small(["x"]);
     expect(new Set([x, y, small(["x"])]).size).toBe(3);
+  });
+
+  it("gives details in their stored form: what redaction and canonical JSON would make of them", () => {
+    const recorder = createDecisionRecorder();
+    const stored = (d: CanonicalDetails) => {
+      expect(prepareDetails(d.value)).toEqual(d.value);
+      expect(d.json).toBe(canonicalJson(prepareDetails(d.value)));
+    };
+    stored(recorder.unary("evaluate", inputs, fields).canonicalDetails);
+    stored(
+      recorder.unary("sanitize", inputs, fields, { removed_fields: 3, redacted_patterns: 12 })
+        .canonicalDetails,
+    );
+    // Indexes past one digit, repeated and interleaved pairs, one decision.
+    const many = Array.from({ length: 40 }, (_, k) => ({
+      inputs: { ...inputs, context: `C${k % 17}` },
+      outcome: { ...fields, decision: k % 3 ? "allow" : "deny" },
+    }));
+    stored(recorder.batch(many).canonicalDetails);
+    stored(recorder.batch(many.slice(0, 1)).canonicalDetails);
+  });
+
+  it("takes stored-form details only as CanonicalDetails, and never beside details", () => {
+    const base = {
+      actorType: "service" as const,
+      action: "policy_decision",
+      outcome: "success" as const,
+    };
+    const canonical = createDecisionRecorder().unary("evaluate", inputs, fields).canonicalDetails;
+    expect(toRecord({ ...base, canonicalDetails: canonical }, crypto.randomUUID(), 0).details).toBe(
+      canonical.value,
+    );
+    expect(() =>
+      toRecord({ ...base, canonicalDetails: canonical, details: { a: 1 } }, crypto.randomUUID(), 0),
+    ).toThrow(TypeError);
+    const forged = { value: { token: "Bearer secret" }, json: "{}" } as unknown as CanonicalDetails;
+    expect(() => toRecord({ ...base, canonicalDetails: forged }, crypto.randomUUID(), 0)).toThrow(
+      TypeError,
+    );
   });
 });

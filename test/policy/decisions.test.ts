@@ -17,7 +17,7 @@ const full = (event: AuditEventInput | undefined): JsonObject =>
   expandDecisionDetails(
     event?.action ?? "",
     event?.id ?? "",
-    JSON.parse(JSON.stringify(event?.details ?? {})) as JsonObject,
+    JSON.parse(event?.canonicalDetails?.json ?? JSON.stringify(event?.details ?? {})) as JsonObject,
     new Map((event?.values ?? []).map((v) => [v.ref, JSON.parse(v.json) as JsonValue])),
   );
 
@@ -132,7 +132,10 @@ describe("policy decisions and the audit log", () => {
     const text = JSON.stringify(written);
     expect(text).not.toContain("Lovelace");
     expect(text).not.toContain("ada@example.org");
-    expect(written[0]?.details).toMatchObject({ removed_fields: 1, redacted_patterns: 1 });
+    expect(JSON.parse(written[0]?.canonicalDetails?.json ?? "{}")).toMatchObject({
+      removed_fields: 1,
+      redacted_patterns: 1,
+    });
   });
 
   it("refuses a user deciding about another user unless admin or service", async () => {
