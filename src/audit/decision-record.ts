@@ -1,5 +1,6 @@
 import { CanonicalDetails, canonicalJson } from "./canonical.js";
 import type { JsonObject, JsonValue } from "./details.js";
+import { createTokenTrie } from "./token-trie.js";
 import { type AuditValue, createValueInterner, referencedValues } from "./values.js";
 
 /**
@@ -51,6 +52,11 @@ const isFixed = (o: DecisionOutcome): boolean =>
   Object.isFrozen(o.matchedRules) &&
   (o.errors === undefined || Object.isFrozen(o.errors));
 
+/** Marks between the fields of an inputs key (src/audit/token-trie.ts). */
+const endOfList = 0;
+const absent = 1;
+const present = 2;
+
 /** The id of decision k of the batch event `eventId`. */
 export function batchDecisionId(eventId: string, k: number): string {
   if (!Number.isInteger(k) || k < 0 || k > 0xffff) throw new RangeError("batch index out of range");
@@ -81,15 +87,38 @@ export interface DecisionRecorder {
  */
 export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
   const interner = createValueInterner(maxInterned);
-  // The traits by number when they repeat the last decision's (a batch), else as they are:
-  // the key tells the two apart (a number is not a list), both give the same value.
-  const traitsNumber = createListNumbers(maxInterned);
-  const inputsValue = (i: DecisionInputs) =>
+  // Inputs are found by walking their fields (src/audit/token-trie.ts); the first time a path
+  // is walked, by their JSON in the interner (which outlives a trie that started over).
+  const inputs = createTokenTrie<AuditValue>(
+    maxInterned === undefined ? undefined : 8 * maxInterned,
+  );
+  const inputsValue = (i: DecisionInputs): AuditValue => {
+    let node = inputs.child(inputs.child(inputs.root(), i.userId), i.context);
+    for (const trait of i.traits) node = inputs.child(node, trait);
+    node = inputs.mark(node, endOfList);
+    for (const name of i.classifications) node = inputs.child(node, name);
+    node = inputs.mark(node, endOfList);
+    const attributes = i.resourceAttributes;
+    if (attributes === undefined) node = inputs.mark(node, absent);
+    else {
+      node = inputs.mark(node, present);
+      for (const name of attributes) node = inputs.child(node, name);
+      node = inputs.mark(node, endOfList);
+    }
+    const count = i.resourceAttributeCount;
+    node =
+      count === undefined
+        ? inputs.mark(node, absent)
+        : inputs.child(inputs.mark(node, present), String(count));
+    node.value ??= inputsByContent(i);
+    return node.value;
+  };
+  const inputsByContent = (i: DecisionInputs) =>
     interner.intern(
       JSON.stringify([
         "i",
         i.userId,
-        traitsNumber(i.traits) ?? i.traits,
+        i.traits,
         i.classifications,
         i.context,
         i.resourceAttributes ?? null,
@@ -170,47 +199,6 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
       return { canonicalDetails: new CanonicalDetails(details, json), values };
     },
   };
-}
-
-/**
- * Numbers for lists of strings that repeat one after the other, so that a key holding the
- * number is short to build and to hash. A principal's traits are tens of names, typically the
- * same on every request of a batch (one user's, about many resources): keying each decision's
- * inputs by their JSON made that the recorder's largest cost. Returns a number when `list`
- * equals the list it was given just before (the same number for the same content, from a
- * table of them: numbers are never reused, so a key made before the table was cleared cannot
- * name another list), and undefined otherwise: a list seen once, as most unary decisions' are,
- * costs a copy and no encoding.
- */
-export function createListNumbers(max = 8192): (list: readonly string[]) => number | undefined {
-  const numbers = new Map<string, number>();
-  let next = 0;
-  let last: readonly string[] | undefined;
-  let lastNumber: number | undefined;
-  return (list) => {
-    if (last !== undefined && sameList(list, last)) {
-      if (lastNumber === undefined) {
-        const key = JSON.stringify(last);
-        lastNumber = numbers.get(key);
-        if (lastNumber === undefined) {
-          if (numbers.size >= max) numbers.clear();
-          lastNumber = next++;
-          numbers.set(key, lastNumber);
-        }
-      }
-      return lastNumber;
-    }
-    // A copy: the caller's list may change after this call.
-    last = [...list];
-    lastNumber = undefined;
-    return undefined;
-  };
-}
-
-function sameList(a: readonly string[], b: readonly string[]): boolean {
-  if (a.length !== b.length) return false;
-  for (let k = 0; k < a.length; k++) if (a[k] !== b[k]) return false;
-  return true;
 }
 
 /** The refs a compact decision event names (none for any other event). */

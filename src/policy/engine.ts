@@ -136,6 +136,9 @@ function createEvaluator(c: CompiledRules): (request: EvaluationRequest) => Deci
     policyVersion: version,
   });
 
+  // Answers for two or more matched rules, frozen, by the rules' indexes ("3,17").
+  const combinations = new Map<string, Decision>();
+
   // Registries without any conflict skip that bookkeeping.
   const anyConflicts = conflictClosures.some((w) => w !== 0);
   const addTrait = (id: number) => {
@@ -246,17 +249,35 @@ function createEvaluator(c: CompiledRules): (request: EvaluationRequest) => Deci
     for (let i = 1; i < count; i++) {
       if (strength[matched[i]!]! > strength[deciding]!) deciding = matched[i]!;
     }
-    const s = strength[deciding]!;
-    const decided = alone[deciding]!;
-    return {
-      decision: decided.decision,
-      reasonCode: decided.reasonCode,
-      reason: decided.reason,
-      decidingRule: decided.decidingRule,
-      matchedRules: ruleIds(ids, matched, count),
-      sanitize: s === 1 ? mergeSanitize(c, matched, count) : undefined,
-      errors: undefined,
-      policyVersion: version,
-    };
+    // Without errors, the answer follows from the matched rules alone: built once per set.
+    let key = String(matched[0]);
+    for (let i = 1; i < count; i++) key += `,${matched[i]}`;
+    let combined = combinations.get(key);
+    if (combined === undefined) {
+      const decided = alone[deciding]!;
+      const sanitize = strength[deciding] === 1 ? mergeSanitize(c, matched, count) : undefined;
+      combined = Object.freeze({
+        decision: decided.decision,
+        reasonCode: decided.reasonCode,
+        reason: decided.reason,
+        decidingRule: decided.decidingRule,
+        matchedRules: Object.freeze(ruleIds(ids, matched, count)),
+        sanitize:
+          sanitize === undefined
+            ? undefined
+            : Object.freeze({
+                fields: Object.freeze([...sanitize.fields]),
+                classifications: Object.freeze([...sanitize.classifications]),
+              }),
+        errors: undefined,
+        policyVersion: version,
+      });
+      if (combinations.size >= maxCombinations) combinations.clear();
+      combinations.set(key, combined);
+    }
+    return combined;
   };
 }
+
+/** Answers kept for sets of matched rules (each a few hundred bytes); cleared when full. */
+const maxCombinations = 4096;

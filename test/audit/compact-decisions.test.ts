@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { type CanonicalDetails, canonicalJson } from "../../src/audit/canonical.js";
-import { createDecisionRecorder, createListNumbers } from "../../src/audit/decision-record.js";
+import { createDecisionRecorder } from "../../src/audit/decision-record.js";
 import { type JsonValue, prepareDetails } from "../../src/audit/details.js";
 import { toRecord } from "../../src/audit/event.js";
 import {
@@ -319,23 +319,53 @@ describe("the decision recorder", () => {
     expect(JSON.parse(after.values[0]!.json).traits).toContain("clearance:top_secret");
   });
 
-  it("numbers a list only when it repeats the one before, the same content the same number", () => {
-    const numberOf = createListNumbers();
-    expect(numberOf(["a", "b"])).toBeUndefined();
-    const n = numberOf(["a", "b"]);
-    expect(n).toBeTypeOf("number");
-    expect(numberOf(["a", "c"])).toBeUndefined();
-    expect(numberOf(["a", "c"])).not.toBe(n);
-    expect(numberOf(["a", "b"])).toBeUndefined();
-    expect(numberOf(["a", "b"])).toBe(n);
-    // Never reused once the table is cleared.
-    const small = createListNumbers(1);
-    small(["x"]);
-    const x = small(["x"]);
-    small(["y"]);
-    const y = small(["y"]);
-    small(["x"]);
-    expect(new Set([x, y, small(["x"])]).size).toBe(3);
+  it("never takes one decision's inputs for another's: lists, empty names, optional parts", () => {
+    const recorder = createDecisionRecorder();
+    const variants = [
+      { ...inputs, traits: ["a", "b"], classifications: [] },
+      { ...inputs, traits: ["a"], classifications: ["b"] },
+      { ...inputs, traits: ["a", "b", ""], classifications: [] },
+      { ...inputs, traits: ["a", "b"], classifications: [""] },
+      { ...inputs, traits: ["b", "a"], classifications: [] },
+      { ...inputs, traits: [], classifications: ["a", "b"] },
+      { ...inputs, traits: ["a", "b"], classifications: [], resourceAttributes: [] },
+      { ...inputs, traits: ["a", "b"], classifications: [], resourceAttributes: [""] },
+      { ...inputs, traits: ["a", "b"], classifications: [], resourceAttributes: ["65"] },
+      {
+        ...inputs,
+        traits: ["a", "b"],
+        classifications: [],
+        resourceAttributes: [],
+        resourceAttributeCount: 65,
+      },
+      { ...inputs, userId: "", traits: ["a", "b"], classifications: [] },
+      { ...inputs, context: "SEARCH", traits: ["a", "b"], classifications: [] },
+      { ...inputs, userId: "SEARCH", context: "", traits: ["a", "b"], classifications: [] },
+    ];
+    // Twice, in turn: the second pass walks paths that exist.
+    for (let pass = 0; pass < 2; pass++) {
+      const refs = variants.map((v) => recorder.unary("evaluate", v, fields).values[0]!);
+      expect(new Set(refs.map((r) => r.ref)).size).toBe(variants.length);
+      refs.forEach((value, k) => {
+        // Each named by its own content: what a fresh recorder (another process) makes of it.
+        expect(value).toEqual(
+          createDecisionRecorder().unary("evaluate", variants[k]!, fields).values[0],
+        );
+      });
+    }
+  });
+
+  it("stays bounded, and names inputs the same after the trie started over", () => {
+    const recorder = createDecisionRecorder(4);
+    const first = recorder.unary("evaluate", inputs, fields).values[0]!;
+    for (let k = 0; k < 200; k++) {
+      recorder.unary(
+        "evaluate",
+        { ...inputs, traits: [...traits, `capability:c${k % 10}`, String(k)] },
+        fields,
+      );
+    }
+    expect(recorder.unary("evaluate", inputs, fields).values[0]).toEqual(first);
   });
 
   it("gives details in their stored form: what redaction and canonical JSON would make of them", () => {

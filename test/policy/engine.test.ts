@@ -82,6 +82,25 @@ describe("evaluate: combining", () => {
     expect(d.sanitize).toBeUndefined();
   });
 
+  it("answers a set of matched rules with one frozen answer, whichever traits matched it", () => {
+    const asked = (traits: string[]) =>
+      engine.evaluate({ traits, context: "USER_ACTION", classifications: ["phi"] });
+    const first = asked(["role:viewer", "compliance:hipaa"]);
+    // Another way to the same rules: the same answer, kept (so the audit record keeps its value
+    // by identity and builds no key for it).
+    const again = asked(["capability:read", "compliance:hipaa"]);
+    expect(again).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(Object.isFrozen(first.matchedRules)).toBe(true);
+    expect(Object.isFrozen(first.sanitize)).toBe(true);
+    expect(Object.isFrozen(first.sanitize?.fields)).toBe(true);
+    // Another set: another answer.
+    const other = asked(["role:viewer"]);
+    expect(other.matchedRules).toEqual(["read", "pii-mask", "phi-mask", "phi-hipaa"]);
+    expect(other).not.toBe(first);
+    expect(asked(["role:viewer"])).toBe(other);
+  });
+
   it("denies when nothing matches (fail closed)", () => {
     const d = engine.evaluate({ traits: ["capability:export"], context: "USER_ACTION" });
     expect(d).toMatchObject({ decision: "deny", reasonCode: "NO_MATCH", decidingRule: undefined });
