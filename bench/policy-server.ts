@@ -16,6 +16,7 @@ import type { PolicyActor } from "../src/policy/policy-admin.js";
 import type { TraitDefinition } from "../src/policy/registry.js";
 import { createPolicyService } from "../src/policy/service.js";
 import { principalKey } from "../src/server/context.js";
+import { presetResponseOf } from "../src/server/preset-encoding.js";
 import { type Database, openDatabase } from "../src/storage/index.js";
 import { runLoad } from "./load.js";
 import { serviceWorkload, traitgateRequest } from "./policy-workload.js";
@@ -143,7 +144,8 @@ process.on("disconnect", async () => {
 /**
  * CPU µs per `EvaluateBatch` of `groups` (encoded requests) through the service handler:
  * protobuf decode, the decisions with their compact audit records built (handed to a writer
- * that keeps nothing: no database), the answer's protobuf encoding. No HTTP/2, interceptors
+ * that keeps nothing: no database), the answer's protobuf encoding (as the gRPC path writes
+ * it). No HTTP/2, interceptors
  * or validation. Rounds of `batches`, after one untimed round; the minimum and median.
  */
 async function pipelineCpu(
@@ -171,7 +173,9 @@ async function pipelineCpu(
     for (let i = 0; i < batches; i++) {
       const req = fromBinary(EvaluateBatchRequestSchema, groups[i % groups.length]!);
       const res = await service.evaluateBatch(req, context);
-      toBinary(EvaluateBatchResponseSchema, create(EvaluateBatchResponseSchema, res));
+      // As the gRPC path sends it: the handler's preset binary, else protobuf-es.
+      const message = create(EvaluateBatchResponseSchema, res);
+      presetResponseOf(message)?.binary?.() ?? toBinary(EvaluateBatchResponseSchema, message);
     }
     const used = process.cpuUsage(before);
     return (used.user + used.system) / batches;

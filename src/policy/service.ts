@@ -7,6 +7,8 @@ import type {
   TraitSchema,
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
 import { auditedRequestOf, originOf, requestIdKey, staffPrincipal } from "../server/context.js";
+import { presetResponse } from "../server/preset-encoding.js";
+import { encodeEvaluateBatchResponse, encodeEvaluateResponse } from "./decision-binary.js";
 import { decisionMessage, derivationMessage, evaluateBatchResponse } from "./decision-message.js";
 import type { DecisionCaller, PolicyDecisions } from "./decisions.js";
 import type { PolicyActor, PolicyAdmin, TraitView, VersionView } from "./policy-admin.js";
@@ -19,8 +21,13 @@ export function createPolicyService(deps: {
 }): ServiceImpl<typeof PolicyService> {
   const { decisions, admin } = deps;
   return {
+    // gRPC sends the answers' binary as decision-binary.ts writes it (what repeats encoded
+    // once); every other path encodes the message.
     async evaluate(req, ctx) {
-      return decisionMessage(await decisions.evaluate(caller(ctx), requestId(ctx), request(req)));
+      const answer = await decisions.evaluate(caller(ctx), requestId(ctx), request(req));
+      return presetResponse(decisionMessage(answer), {
+        binary: () => encodeEvaluateResponse(answer),
+      });
     },
     async evaluateBatch(req, ctx) {
       const answers = await decisions.evaluateBatch(
@@ -28,7 +35,9 @@ export function createPolicyService(deps: {
         requestId(ctx),
         req.requests.map(request),
       );
-      return evaluateBatchResponse(answers);
+      return presetResponse(evaluateBatchResponse(answers), {
+        binary: () => encodeEvaluateBatchResponse(answers),
+      });
     },
     async explain(req, ctx) {
       const { decision, explanation } = await decisions.explain(
