@@ -172,7 +172,7 @@ export async function startCore(options: StartCoreOptions): Promise<Core> {
       audit,
       log,
       ...(options.policyPollIntervalMs ? { pollIntervalMs: options.policyPollIntervalMs } : {}),
-      onDecision: (d) => metrics.policyDecision(d.decision, d.reasonCode),
+      onDecision: (d, count) => metrics.policyDecision(d.decision, d.reasonCode, count),
     });
     stopPolicy = () => policyArea.close();
     gatewayArea = createGatewayModule({

@@ -19,7 +19,8 @@ export interface Metrics {
   /** A call has ended (its access line is written): counts it and its duration. */
   callEnded(call: CallRecord, code: number, seconds: number): void;
   /** A policy decision was answered (and recorded). */
-  policyDecision(decision: string, reason: string): void;
+  /** `count` decisions (default 1) answered with this decision and reason code. */
+  policyDecision(decision: string, reason: string, count?: number): void;
   /** The audit writer committed (or failed to commit) one batch. */
   readonly audit: AuditWriterObserver;
   /** A gateway call ended. */
@@ -122,8 +123,8 @@ export function createMetrics(registry: Registry): Metrics {
         children.throttled.inc();
       }
     },
-    policyDecision(decision, reason) {
-      decisionChildren(decision, reason, undefined).inc();
+    policyDecision(decision, reason, count = 1) {
+      decisionChildren(decision, reason, undefined).inc(count);
     },
     audit: {
       batch(events, seconds, ok) {

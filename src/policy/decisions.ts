@@ -83,8 +83,11 @@ export const decideForOthersRoles: readonly string[] = ["admin", "service"];
 export function createPolicyDecisions(deps: {
   live: LivePolicy;
   audit: Pick<AuditWriter, "write">;
-  /** Told of each decision once it is recorded, i.e. answered (metrics). */
-  onDecision?: (decision: Decision) => void;
+  /**
+   * Told of decisions once they are recorded, i.e. answered (metrics): `count` answers like
+   * `decision` (its decision and reason code), consecutive in a batch.
+   */
+  onDecision?: (decision: Decision, count: number) => void;
 }): PolicyDecisions {
   const { live, audit } = deps;
   const answered = deps.onDecision ?? (() => {});
@@ -198,7 +201,7 @@ export function createPolicyDecisions(deps: {
       const d = engine.evaluate(request);
       const id = randomUUID();
       await audit.write(record(caller, requestId, "evaluate", request, d, id));
-      answered(d);
+      answered(d, 1);
       return answer(engine, request, d, id);
     },
 
@@ -226,7 +229,17 @@ export function createPolicyDecisions(deps: {
           })),
         ),
       });
-      for (const d of decisions) answered(d);
+      // Told once per run of answers alike (metrics count them), not once per decision.
+      let run = 0;
+      for (let k = 0; k < decisions.length; k++) {
+        const d = decisions[k]!;
+        const next = decisions[k + 1];
+        run++;
+        if (next?.decision !== d.decision || next.reasonCode !== d.reasonCode) {
+          answered(d, run);
+          run = 0;
+        }
+      }
       return decisions.map((d, i) => answer(engine, requests[i]!, d, ids[i]!));
     },
 
@@ -236,7 +249,7 @@ export function createPolicyDecisions(deps: {
       const explanation = engine.explain(request);
       const id = randomUUID();
       await audit.write(record(caller, requestId, "explain", request, explanation.decision, id));
-      answered(explanation.decision);
+      answered(explanation.decision, 1);
       return { decision: answer(engine, request, explanation.decision, id), explanation };
     },
 
@@ -263,7 +276,7 @@ export function createPolicyDecisions(deps: {
             .reduce((n, r) => n + (r.count ?? 1), 0),
         }),
       );
-      answered(d);
+      answered(d, 1);
       return { decision: answer(engine, request, d, id), ...result };
     },
   };

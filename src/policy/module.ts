@@ -22,8 +22,8 @@ export interface PolicyModuleDeps {
   log: Logger;
   /** Generation poll behind LISTEN/NOTIFY (default 1 s). */
   pollIntervalMs?: number;
-  /** Told of each decision answered by the policy service (metrics). */
-  onDecision?: (decision: Decision) => void;
+  /** Told of decisions answered by the policy service: `count` like `decision` (metrics). */
+  onDecision?: (decision: Decision, count: number) => void;
 }
 
 /**

@@ -163,6 +163,25 @@ describe("GET /metrics after real calls", () => {
     };
     expect(labels).toEqual({ decision: "allow", reason: "RULE_ALLOW" });
     expect(sampleValue(await scrapeServer(), "traitgate_policy_decisions_total", labels)).toBe(1);
+
+    // A batch counts each of its decisions, however they are told (in runs of answers alike).
+    const allow = { traits: ["role:viewer"], context: "SEARCH", classifications: ["public"] };
+    const none = { traits: [], context: "SEARCH" };
+    const batch = await callJson(
+      server.url,
+      "/api/policy/evaluate-batch",
+      { requests: [allow, allow, none, allow, none, none] },
+      { token: admin.token },
+    );
+    expect(batch.status).toBe(200);
+    const after = await scrapeServer();
+    expect(sampleValue(after, "traitgate_policy_decisions_total", labels)).toBe(4);
+    expect(
+      sampleValue(after, "traitgate_policy_decisions_total", {
+        decision: "deny",
+        reason: "NO_MATCH",
+      }),
+    ).toBe(3);
   });
 
   it("counts gateway calls by plugin, operation, outcome and reason, with the plugin's latency", async () => {

@@ -33,6 +33,25 @@ const service: DecisionCaller = { kind: "service", userId: "svc-1", roles: [] };
 const request = { traits: ["role:analyst"], context: "USER_ACTION", classifications: ["pii"] };
 
 describe("policy decisions and the audit log", () => {
+  it("tells of a batch's decisions by runs of answers alike, each counted once", async () => {
+    const told: [string, string, number][] = [];
+    const decisions = createPolicyDecisions({
+      live,
+      audit: { write: async () => ({ id: "e", seq: "1", hash: "h" }) },
+      onDecision: (d, count) => told.push([d.decision, d.reasonCode, count]),
+    });
+    const deny = { traits: [], context: "USER_ACTION" };
+    const batch = [request, request, deny, request, deny, deny, deny];
+    const answers = await decisions.evaluateBatch(service, undefined, batch);
+    expect(told).toEqual([
+      ["sanitize", "RULE_SANITIZE", 2],
+      ["deny", "NO_MATCH", 1],
+      ["sanitize", "RULE_SANITIZE", 1],
+      ["deny", "NO_MATCH", 3],
+    ]);
+    expect(answers.map((a) => a.decision)).toEqual(told.flatMap(([d, , n]) => Array(n).fill(d)));
+  });
+
   it("answers only once the audit event is committed, with its decision id", async () => {
     const written: AuditEventInput[] = [];
     let commit: () => void = () => {};
