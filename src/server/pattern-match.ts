@@ -1,6 +1,7 @@
 import { createValidator, type Validator, type ValidatorOptions } from "@bufbuild/protovalidate";
 // protovalidate's own engine (the version it pins), for what the platform RegExp does not take.
 import { RE2JS } from "@bufbuild/re2";
+import { createFastValidator } from "./fast-validate.js";
 
 /** `(pattern, against) => matches`, as protovalidate's `regexMatch` option takes it. */
 export type RegexMatcher = NonNullable<ValidatorOptions["regexMatch"]>;
@@ -40,9 +41,13 @@ export function createPatternMatcher(fallback: RegexMatcher = createRe2Matcher()
   };
 }
 
-/** protovalidate's validator with this module's matcher: what every request is checked with. */
+/**
+ * protovalidate's validator with this module's matcher, behind a quick yes for messages that
+ * certainly pass (src/server/fast-validate.ts): what every request is checked with.
+ */
 export function createSchemaValidator(): Validator {
-  return createValidator({ regexMatch: createPatternMatcher() });
+  const regexMatch = createPatternMatcher();
+  return createFastValidator(createValidator({ regexMatch }), regexMatch);
 }
 
 /** RE2 with a compile cache, as protovalidate's default matcher (which it does not export). */
