@@ -52,10 +52,8 @@ const isFixed = (o: DecisionOutcome): boolean =>
   Object.isFrozen(o.matchedRules) &&
   (o.errors === undefined || Object.isFrozen(o.errors));
 
-/** Marks between the fields of an inputs key (src/audit/token-trie.ts). */
+/** The mark that ends a list in an inputs key after its shape mark (src/audit/token-trie.ts). */
 const endOfList = 0;
-const absent = 1;
-const present = 2;
 
 /** The id of decision k of the batch event `eventId`. */
 export function batchDecisionId(eventId: string, k: number): string {
@@ -95,21 +93,26 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
   const inputsValue = (i: DecisionInputs): AuditValue => {
     let node = inputs.child(inputs.child(inputs.root(), i.userId), i.context);
     for (const trait of i.traits) node = inputs.child(node, trait);
-    node = inputs.mark(node, endOfList);
-    for (const name of i.classifications) node = inputs.child(node, name);
-    node = inputs.mark(node, endOfList);
+    // One mark tells which parts follow (0: none, the usual case), each list then ending
+    // with its own mark: a walk reads back as one key only.
     const attributes = i.resourceAttributes;
-    if (attributes === undefined) node = inputs.mark(node, absent);
-    else {
-      node = inputs.mark(node, present);
-      for (const name of attributes) node = inputs.child(node, name);
-      node = inputs.mark(node, endOfList);
-    }
     const count = i.resourceAttributeCount;
-    node =
-      count === undefined
-        ? inputs.mark(node, absent)
-        : inputs.child(inputs.mark(node, present), String(count));
+    const shape =
+      (i.classifications.length > 0 ? 1 : 0) |
+      (attributes !== undefined ? 2 : 0) |
+      (count !== undefined ? 4 : 0);
+    node = inputs.mark(node, shape);
+    if (shape !== 0) {
+      if (i.classifications.length > 0) {
+        for (const name of i.classifications) node = inputs.child(node, name);
+        node = inputs.mark(node, endOfList);
+      }
+      if (attributes !== undefined) {
+        for (const name of attributes) node = inputs.child(node, name);
+        node = inputs.mark(node, endOfList);
+      }
+      if (count !== undefined) node = inputs.child(node, String(count));
+    }
     node.value ??= inputsByContent(i);
     return node.value;
   };

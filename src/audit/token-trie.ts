@@ -10,7 +10,9 @@
  * A key is a walk from `root()`: `child(node, token)` for each string, `mark(node, m)` for
  * the structure between them (where a list ends, whether an optional part is there), so two
  * different keys never share a path. Tokens and marks live in separate slots: no string can
- * pass for a mark. Nodes with one child keep it inline; a Map is made at the second.
+ * pass for a mark. Nodes with one child keep it inline; a Map is made at the second. Each step
+ * is a node read (a cache miss, likely, in a large trie): keys are best laid out in few steps,
+ * with mark 0 (kept inline) for the most common structure.
  *
  * Bounded: when it holds `maxNodes` nodes, `root()` starts over with an empty trie (what was
  * kept must then be found by other means, e.g. a value interner behind it).
@@ -24,6 +26,8 @@ class Node<V> implements TrieNode<V> {
   token: string | undefined = undefined;
   next: Node<V> | undefined = undefined;
   more: Map<string, Node<V>> | undefined = undefined;
+  /** After mark 0, the most used one: kept inline. */
+  zero: Node<V> | undefined = undefined;
   marks: (Node<V> | undefined)[] | undefined = undefined;
 }
 
@@ -71,6 +75,10 @@ export function createTokenTrie<V>(maxNodes = 131_072): TokenTrie<V> {
     },
     mark(at, mark) {
       const node = at as Node<V>;
+      if (mark === 0) {
+        node.zero ??= made();
+        return node.zero;
+      }
       node.marks ??= [];
       let next = node.marks[mark];
       if (next === undefined) {
