@@ -9,9 +9,17 @@ import type { Decision, EvaluationRequest } from "./types.js";
  * instead of searching the registry's graph again.
  */
 interface DerivationIndex {
-  required: ReadonlyMap<string, readonly { id: number; name: string }[]>;
+  required: ReadonlyMap<string, readonly Target[]>;
+  /** The targets of a frozen matched-rules list (the engine's answers share theirs). */
+  targets: WeakMap<readonly string[], readonly Target[]>;
   /** Path names by `from * traits + to`; null: no path. Bounded (cleared when full). */
   paths: Map<number, readonly string[] | null>;
+}
+
+/** A registered trait a rule requires. */
+interface Target {
+  id: number;
+  name: string;
 }
 
 /** Enough for every pair a real registry's principals use; a pathological one starts over. */
@@ -23,16 +31,16 @@ function indexOf(engine: PolicyEngine): DerivationIndex {
   let index = indexes.get(engine);
   if (index === undefined) {
     const { registry } = engine;
-    const required = new Map<string, { id: number; name: string }[]>();
+    const required = new Map<string, Target[]>();
     for (const rule of engine.document.rules) {
-      const list: { id: number; name: string }[] = [];
+      const list: Target[] = [];
       for (const name of [...(rule.when.all ?? []), ...(rule.when.any ?? [])]) {
         const id = registry.idOf(name);
         if (id !== undefined) list.push({ id, name });
       }
       required.set(rule.id, list);
     }
-    index = { required, paths: new Map() };
+    index = { required, targets: new WeakMap(), paths: new Map() };
     indexes.set(engine, index);
   }
   return index;
@@ -65,30 +73,48 @@ export function derivationsUsed(
   decision: Decision,
 ): TraitDerivation[] {
   if (decision.matchedRules.length === 0) return [];
-  const { registry } = engine;
   const index = indexOf(engine);
-  const given = new Set<number>();
+  const targets = targetsOf(index, decision.matchedRules);
+  if (targets.length === 0) return [];
+  const { registry } = engine;
+  // The given traits' ids in request order (a repeat changes nothing below).
+  const given: number[] = [];
   for (const trait of request.traits) {
     const id = registry.idOf(trait);
-    if (id !== undefined) given.add(id);
+    if (id !== undefined) given.push(id);
   }
   for (const name of request.classifications ?? []) {
     const id = registry.idOf(`data_access:${name}`);
-    if (id !== undefined) given.add(id);
+    if (id !== undefined) given.push(id);
   }
   const out: TraitDerivation[] = [];
-  const done = new Set<number>();
-  for (const ruleId of decision.matchedRules) {
-    for (const { id: target, name } of index.required.get(ruleId) ?? []) {
-      if (given.has(target) || done.has(target)) continue;
-      done.add(target);
-      let best: readonly string[] | null = null;
-      for (const from of given) {
-        const path = pathNames(engine, index, from, target);
-        if (path !== null && (best === null || path.length < best.length)) best = path;
-      }
-      if (best !== null) out.push({ trait: name, via: best });
+  for (const { id: target, name } of targets) {
+    if (given.includes(target)) continue;
+    let best: readonly string[] | null = null;
+    for (const from of given) {
+      const path = pathNames(engine, index, from, target);
+      if (path !== null && (best === null || path.length < best.length)) best = path;
     }
+    if (best !== null) out.push({ trait: name, via: best });
   }
   return out;
+}
+
+/** The registered traits the rules require, each once, in rule order (kept for frozen lists). */
+function targetsOf(index: DerivationIndex, rules: readonly string[]): readonly Target[] {
+  let targets = index.targets.get(rules);
+  if (targets !== undefined) return targets;
+  const seen = new Set<number>();
+  const list: Target[] = [];
+  for (const ruleId of rules) {
+    for (const target of index.required.get(ruleId) ?? []) {
+      if (!seen.has(target.id)) {
+        seen.add(target.id);
+        list.push(target);
+      }
+    }
+  }
+  targets = list;
+  if (Object.isFrozen(rules)) index.targets.set(rules, targets);
+  return targets;
 }

@@ -100,4 +100,49 @@ describe("derivationsUsed", () => {
       "capability:read",
     ]);
   });
+
+  it("agrees with explain on random requests: shortest chains, ties to the first given, repeats", () => {
+    const registry = loadTraitRegistry([
+      { name: "role:root", implies: ["role:left", "role:right"] },
+      { name: "role:left", implies: ["role:leaf", "capability:read"] },
+      { name: "role:right", implies: ["role:leaf", "capability:write"] },
+      { name: "role:leaf", implies: ["capability:read"] },
+      { name: "role:side", implies: ["capability:write", "capability:read"] },
+      { name: "capability:read" },
+      { name: "capability:write" },
+      { name: "data_access:pii" },
+      { name: "data_access:phi", implies: ["data_access:pii"] },
+    ]);
+    const many: PolicyRule[] = [
+      { ...rules[0]!, id: "r1", when: { all: ["capability:read"] } },
+      { ...rules[0]!, id: "r2", when: { all: ["capability:write", "capability:read"] } },
+      { ...rules[0]!, id: "r3", when: { any: ["role:leaf", "data_access:pii"] } },
+      { ...rules[0]!, id: "r4", when: { all: ["role:left"], any: ["capability:write"] } },
+    ];
+    const engine = compilePolicy({ rules: many }, registry);
+    const traits = ["role:root", "role:left", "role:right", "role:leaf", "role:side"];
+    let state = 7;
+    const next = (n: number) => {
+      state = (state * 1103515245 + 12345) % 2 ** 31;
+      return state % n;
+    };
+    for (let k = 0; k < 300; k++) {
+      const given = Array.from({ length: 1 + next(4) }, () => traits[next(traits.length)]!);
+      const request = {
+        traits: given,
+        context: "USER_ACTION",
+        ...(next(2) ? { classifications: ["phi"] } : {}),
+      };
+      const d = engine.evaluate(request);
+      const explained = engine.explain(request).impliedTraits;
+      const byTrait = new Map(explained.map((t) => [t.trait, t.via]));
+      const required = many
+        .filter((r) => d.matchedRules.includes(r.id))
+        .flatMap((r) => [...(r.when.all ?? []), ...(r.when.any ?? [])]);
+      const want = [...new Set(required)]
+        .filter((t) => byTrait.has(t))
+        .map((t) => ({ trait: t, via: byTrait.get(t) }));
+      expect(derivationsUsed(engine, request, d), JSON.stringify(request)).toEqual(want);
+    }
+  });
 });
