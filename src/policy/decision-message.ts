@@ -68,10 +68,22 @@ export const derivationMessage = (
   via: t.via as string[],
 });
 
-/** `EvaluateBatchResponse` for a batch's decisions, complete. */
-export const evaluateBatchResponse = (
-  answers: readonly DecisionAnswer[],
-): EvaluateBatchResponse => ({
-  $typeName: "traitgate.policy.v1.EvaluateBatchResponse",
-  decisions: answers.map(decisionMessage),
-});
+/**
+ * `EvaluateBatchResponse` for a batch's decisions, complete, its `decisions` built when first
+ * read. The gRPC path sends the answers' binary (src/policy/decision-binary.ts) and never reads
+ * them: 50 messages a batch not built. Reading them (Connect, gRPC-Web, REST, in process)
+ * builds them once; setting them replaces them, as on any message.
+ */
+export function evaluateBatchResponse(answers: readonly DecisionAnswer[]): EvaluateBatchResponse {
+  let decisions: EvaluateResponse[] | undefined;
+  return {
+    $typeName: "traitgate.policy.v1.EvaluateBatchResponse",
+    get decisions() {
+      decisions ??= answers.map(decisionMessage);
+      return decisions;
+    },
+    set decisions(value: EvaluateResponse[]) {
+      decisions = value;
+    },
+  };
+}

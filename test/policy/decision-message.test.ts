@@ -123,6 +123,26 @@ describe("decision messages", () => {
     );
   });
 
+  it("builds a batch's decisions when they are first read, once (gRPC never reads them)", () => {
+    let reads = 0;
+    const counted = {
+      ...base,
+      get decision() {
+        reads++;
+        return "allow" as const;
+      },
+    };
+    const message = evaluateBatchResponse([counted, counted]);
+    expect(reads).toBe(0);
+    expect(message.decisions).toHaveLength(2);
+    expect(reads).toBe(2);
+    expect(message.decisions).toBe(message.decisions);
+    expect(reads).toBe(2);
+    // Set like any message's field.
+    message.decisions = [];
+    expect(message.decisions).toEqual([]);
+  });
+
   it("knows every field of the messages it builds (a field added to the proto fails here)", () => {
     const fields = (schema: { fields: readonly { number: number; name: string }[] }) =>
       schema.fields.map((f) => `${f.number}:${f.name}`);
