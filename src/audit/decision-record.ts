@@ -87,8 +87,10 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
   const interner = createValueInterner(maxInterned);
   // Inputs are found by walking their fields (src/audit/token-trie.ts); the first time a path
   // is walked, by their JSON in the interner (which outlives a trie that started over).
+  // At most as many values as the interner's generation, so the trie holds no more alive.
   const inputs = createTokenTrie<AuditValue>(
     maxInterned === undefined ? undefined : 8 * maxInterned,
+    maxInterned,
   );
   const inputsValue = (i: DecisionInputs): AuditValue => {
     let node = inputs.child(inputs.child(inputs.root(), i.userId), i.context);
@@ -113,8 +115,7 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
       }
       if (count !== undefined) node = inputs.child(node, String(count));
     }
-    node.value ??= inputsByContent(i);
-    return node.value;
+    return node.value ?? inputs.keep(node, inputsByContent(i));
   };
   const inputsByContent = (i: DecisionInputs) =>
     interner.intern(
@@ -198,7 +199,7 @@ export function createDecisionRecorder(maxInterned?: number): DecisionRecorder {
       const details = { count: decisions.length, refs, decisions: pairs };
       // Its canonical JSON written out: keys in order, indexes and base64url refs (nothing to
       // escape or redact).
-      const json = `{"count":${decisions.length},"decisions":[${pairs.map(([i, o]) => `[${i},${o}]`).join(",")}],"refs":["${refs.join('","')}"]}`;
+      const json = `{"count":${decisions.length},"decisions":[${pairs.map(([i, o]) => `[${i},${o}]`).join(",")}],"refs":${refs.length === 0 ? "[]" : `["${refs.join('","')}"]`}}`;
       return { canonicalDetails: new CanonicalDetails(details, json), values };
     },
   };

@@ -14,8 +14,10 @@
  * is a node read (a cache miss, likely, in a large trie): keys are best laid out in few steps,
  * with mark 0 (kept inline) for the most common structure.
  *
- * Bounded: when it holds `maxNodes` nodes, `root()` starts over with an empty trie (what was
- * kept must then be found by other means, e.g. a value interner behind it).
+ * Bounded: when it holds `maxNodes` nodes or `maxValues` values (kept with `keep`), the next
+ * `root()` starts over with an empty trie (what was kept must then be found by other means,
+ * e.g. a value interner behind it). The bound is checked as a walk starts, so one walk may
+ * pass it by the nodes it makes.
  */
 export interface TrieNode<V> {
   value: V | undefined;
@@ -38,22 +40,26 @@ export interface TokenTrie<V> {
   child(node: TrieNode<V>, token: string): TrieNode<V>;
   /** The node after structural mark `mark` (a small non-negative integer), made if needed. */
   mark(node: TrieNode<V>, mark: number): TrieNode<V>;
+  /** Keeps `value` at the node (counted against the bound); returns it. */
+  keep(node: TrieNode<V>, value: V): V;
   /** Nodes held now (for tests and sizing). */
   size(): number;
 }
 
-export function createTokenTrie<V>(maxNodes = 131_072): TokenTrie<V> {
+export function createTokenTrie<V>(maxNodes = 131_072, maxValues = 16_384): TokenTrie<V> {
   let top = new Node<V>();
   let nodes = 1;
+  let values = 0;
   const made = (): Node<V> => {
     nodes++;
     return new Node<V>();
   };
   return {
     root() {
-      if (nodes >= maxNodes) {
+      if (nodes >= maxNodes || values >= maxValues) {
         top = new Node<V>();
         nodes = 1;
+        values = 0;
       }
       return top;
     },
@@ -86,6 +92,12 @@ export function createTokenTrie<V>(maxNodes = 131_072): TokenTrie<V> {
         node.marks[mark] = next;
       }
       return next;
+    },
+    keep(at, value) {
+      const node = at as Node<V>;
+      if (node.value === undefined) values++;
+      node.value = value;
+      return value;
     },
     size: () => nodes,
   };

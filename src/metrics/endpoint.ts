@@ -3,6 +3,7 @@ import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "../log.js";
 import type { NodeRequest, NodeResponse, RequestListener } from "../server/app.js";
+import { joinRepeatedAuthorization } from "../server/request-headers.js";
 import type { MetricsSource } from "./cluster.js";
 import type { MetricsConfig } from "./config.js";
 
@@ -67,6 +68,8 @@ export function createMetricsHandler(
   log: Logger,
 ): (req: NodeRequest, res: NodeResponse) => void {
   return (req, res) => {
+    // Its own port's requests do not pass the app's listener, which does this for the rest.
+    joinRepeatedAuthorization(req);
     const refusal = checkMetricsAccess(access, req);
     if (refusal !== undefined) {
       log.debug({ status: refusal.status, reason: refusal.reason }, "metrics scrape refused");

@@ -19,9 +19,15 @@ import type { TraitDerivation } from "./explain.js";
 
 const utf8 = new TextEncoder();
 
-/** Fields 1–8 of an answer, encoded, with what they were encoded from. */
+/** Fields 1–8 of an answer, encoded, with the values they were encoded from (copied). */
 interface Prefix {
-  answer: DecisionAnswer;
+  decision: string;
+  reasonCode: string;
+  reason: string;
+  decidingRule: string | undefined;
+  matchedRules: readonly string[];
+  sanitize: DecisionAnswer["sanitize"];
+  policyVersion: string;
   bytes: Uint8Array;
 }
 
@@ -85,9 +91,18 @@ function write(out: Output, answer: DecisionAnswer, pieces: Uint8Array[], at: nu
 function prefixOf(answer: DecisionAnswer): Uint8Array {
   if (!unchangeable(answer)) return encodePrefix(answer);
   const kept = prefixes.get(answer.matchedRules);
-  if (kept !== undefined && samePrefix(kept.answer, answer)) return kept.bytes;
+  if (kept !== undefined && samePrefix(kept, answer)) return kept.bytes;
   const bytes = encodePrefix(answer);
-  prefixes.set(answer.matchedRules, { answer, bytes });
+  prefixes.set(answer.matchedRules, {
+    decision: answer.decision,
+    reasonCode: answer.reasonCode,
+    reason: answer.reason,
+    decidingRule: answer.decidingRule,
+    matchedRules: answer.matchedRules,
+    sanitize: answer.sanitize,
+    policyVersion: answer.policyVersion,
+    bytes,
+  });
   return bytes;
 }
 
@@ -100,14 +115,14 @@ const unchangeable = (a: DecisionAnswer): boolean =>
       Object.isFrozen(a.sanitize.classifications))) &&
   (a.errors === undefined || a.errors.length === 0);
 
-const samePrefix = (a: DecisionAnswer, b: DecisionAnswer): boolean =>
+/** Whether `b` (unchangeable: no errors, frozen lists) has the fields `a` was encoded from. */
+const samePrefix = (a: Prefix, b: DecisionAnswer): boolean =>
   a.decision === b.decision &&
   a.reasonCode === b.reasonCode &&
   a.reason === b.reason &&
   a.decidingRule === b.decidingRule &&
   a.matchedRules === b.matchedRules &&
   a.sanitize === b.sanitize &&
-  (a.errors?.length ?? 0) === (b.errors?.length ?? 0) &&
   a.policyVersion === b.policyVersion;
 
 function encodePrefix(a: DecisionAnswer): Uint8Array {

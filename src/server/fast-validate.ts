@@ -7,7 +7,7 @@ import {
   type JsonObject,
   toJson,
 } from "@bufbuild/protobuf";
-import { FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
+import { Edition, FeatureSet_FieldPresence } from "@bufbuild/protobuf/wkt";
 import type { Validator } from "@bufbuild/protovalidate";
 import {
   FieldRulesSchema,
@@ -28,7 +28,8 @@ import type { RegexMatcher } from "./pattern-match.js";
  * It answers only "valid": anything it does not find valid (a rule broken, a value it does not
  * judge, such as a string longer than its bound in UTF-16 units) goes to protovalidate, which
  * gives the answer and its violations as before. A message type with any rule outside that set
- * (CEL, message or oneof rules, map rules, other kinds) is protovalidate's alone.
+ * (CEL, message or oneof rules, map rules, other kinds), and any type not in a proto3 file, is
+ * protovalidate's alone.
  *
  * So it can only be wrong by saying "valid" to a message protovalidate refuses; the
  * differential test (test/unit/fast-validate.test.ts) generates messages of every request type
@@ -78,6 +79,9 @@ function compileMessage(
   compiling: Set<DescMessage>,
 ): Check | null {
   if (!hasRules(desc, new Set())) return valid;
+  // proto3 only: elsewhere an unset field can read as its default (protobuf-es puts defaults
+  // on the prototype), which the presence tests below would take for a set value.
+  if (desc.file.edition !== Edition.EDITION_PROTO3) return null;
   if (compiling.has(desc) || hasOption(desc, messageRules)) return null;
   if (desc.oneofs.some((o) => hasOption(o, oneofRules))) return null;
   compiling.add(desc);

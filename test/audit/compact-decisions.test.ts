@@ -397,6 +397,7 @@ describe("the decision recorder", () => {
     }));
     stored(recorder.batch(many).canonicalDetails);
     stored(recorder.batch(many.slice(0, 1)).canonicalDetails);
+    stored(recorder.batch([]).canonicalDetails);
   });
 
   it("takes stored-form details only as CanonicalDetails, and never beside details", () => {

@@ -56,4 +56,14 @@ describe("the token trie", () => {
     expect(walk(trie, ["k"]).value).toBeUndefined();
     expect(trie.size()).toBe(2);
   });
+
+  it("starts over once it keeps its bound of values", () => {
+    const trie = createTokenTrie<string>(1000, 3);
+    for (const k of ["a", "b"]) trie.keep(walk(trie, [k]), k);
+    // Keeping again at a node counts once.
+    trie.keep(walk(trie, ["a"]), "a2");
+    expect(walk(trie, ["a"]).value).toBe("a2");
+    trie.keep(walk(trie, ["c"]), "c");
+    expect(walk(trie, ["a"]).value).toBeUndefined();
+  });
 });

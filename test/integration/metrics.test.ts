@@ -1,3 +1,4 @@
+import { request as httpRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openTestPostgres } from "../support/database.js";
 import { type EchoPlugin, startEchoPlugin } from "../support/echo-plugin.js";
@@ -349,6 +350,26 @@ describe("METRICS_PORT and METRICS_TOKEN", () => {
     );
     const { samples } = await scrape(url, { authorization: `Bearer ${token}` });
     expect(sampleValue(samples, "traitgate_connections_open")).toBeGreaterThanOrEqual(0);
+    // A repeated Authorization is refused, whichever comes first (Node keeps the first).
+    const twice = await new Promise<number>((resolve, reject) => {
+      const req = httpRequest(url, {
+        headers: [
+          "Host",
+          new URL(url).host,
+          "Authorization",
+          `Bearer ${token}`,
+          "Authorization",
+          "Bearer other",
+        ],
+      });
+      req.on("response", (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      });
+      req.on("error", reject);
+      req.end();
+    });
+    expect(twice).toBe(401);
     expect((await fetch(url.replace(/\/metrics$/, "/other"))).status).toBe(404);
     // Said where the server says it listens.
     const line = own.logs.map((l) => JSON.parse(l)).find((l) => l.msg === "traitgate listening");
