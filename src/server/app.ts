@@ -4,6 +4,7 @@ import {
   createRegistry,
   type DescMessage,
   type DescService,
+  type JsonValue,
   type MessageShape,
 } from "@bufbuild/protobuf";
 import { file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
@@ -28,6 +29,7 @@ import { Health } from "../../gen/grpc/health/v1/health_pb.js";
 import type { Logger } from "../log.js";
 import { type CallEndOptions, createCallEnd } from "./call-end.js";
 import { markHandled, noteAnswered, noteOutcome, protocolOf, startCall } from "./call-record.js";
+import { isConnectJsonUnary, readConnectJson, sendConnectError } from "./connect-json.js";
 import {
   type CallRecord,
   callRecordKey,
@@ -269,22 +271,33 @@ export function createApp(options: AppOptions): {
         req.resume();
         return Promise.resolve();
       }
-      const uReq = universalRequestFromNodeRequest(req, res, undefined, contextValues);
-      // Ended when the response closes (universalResponseToNodeResponse never settles: it
-      // waits for an "end" event that Node's responses do not emit).
-      const closed = new Promise<void>((resolve) => res.once("close", resolve));
-      let answer: { status: number; header?: Headers; trailer?: Headers } | undefined;
-      handler(uReq)
-        .then((uRes) => {
-          answer = uRes;
-          return universalResponseToNodeResponse(uRes, res);
-        })
-        .catch((err: unknown) => {
-          if (ConnectError.from(err).code !== Code.Aborted)
-            log.error({ err, rpc: path }, "handler failed");
+      const connect = (parsedJsonBody: JsonValue | undefined): Promise<void> => {
+        const uReq = universalRequestFromNodeRequest(req, res, parsedJsonBody, contextValues);
+        // Ended when the response closes (universalResponseToNodeResponse never settles: it
+        // waits for an "end" event that Node's responses do not emit).
+        const closed = new Promise<void>((resolve) => res.once("close", resolve));
+        let answer: { status: number; header?: Headers; trailer?: Headers } | undefined;
+        handler(uReq)
+          .then((uRes) => {
+            answer = uRes;
+            return universalResponseToNodeResponse(uRes, res);
+          })
+          .catch((err: unknown) => {
+            if (ConnectError.from(err).code !== Code.Aborted)
+              log.error({ err, rpc: path }, "handler failed");
+          });
+        return closed.then(() => {
+          if (answer !== undefined) noteAnswered(call, answer);
         });
-      return closed.then(() => {
-        if (answer !== undefined) noteAnswered(call, answer);
+      };
+      const jsonSpec = unary.get(path);
+      if (jsonSpec === undefined || !isConnectJsonUnary(req, jsonSpec)) return connect(undefined);
+      // A Connect JSON call: its body checked first, so that a wrong shape names its field.
+      return readConnectJson(req, jsonSpec, options.maxBodyBytes).then((read) => {
+        if (read.kind === "json") return connect(read.json);
+        if (read.kind === "gone") return noteOutcome(call, Code.Canceled);
+        noteOutcome(call, read.error.code, read.reason);
+        sendConnectError(req, res, read.error, call.requestId);
       });
     }
     if (contentType.startsWith("application/grpc")) {

@@ -44,7 +44,8 @@ export const reasonOfCode: Partial<Record<Code, string>> = {
   [Code.Internal]: "INTERNAL",
 };
 
-function errorInfo(reason: string, metadata: Record<string, string>) {
+/** A google.rpc.ErrorInfo detail in Traitgate's domain. */
+export function errorInfo(reason: string, metadata: Record<string, string>) {
   return {
     desc: ErrorInfoSchema,
     value: create(ErrorInfoSchema, { reason, domain: errorDomain, metadata }),
