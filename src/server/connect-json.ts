@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Http2ServerRequest, Http2ServerResponse } from "node:http2";
+import { constants, type Http2ServerRequest, type Http2ServerResponse } from "node:http2";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeToHttpStatus, errorToJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { errorInfo } from "./error-boundary.js";
-import { ClientGoneError, isJsonContentType, readLimited } from "./transcoder/body.js";
+import { bodyTooLarge, ClientGoneError, readLimited } from "./transcoder/body.js";
 import { bodyJsonError, malformedJson, RestError } from "./transcoder/errors.js";
 import type { UnarySpec } from "./unary.js";
 
@@ -26,10 +26,16 @@ export function isConnectJsonUnary(req: NodeRequest, spec: UnarySpec | undefined
   return (
     spec !== undefined &&
     req.method === "POST" &&
-    isJsonContentType(req.headers["content-type"]) &&
+    connectUnaryJson.test(req.headers["content-type"] ?? "") &&
     req.headers["content-encoding"] === undefined
   );
 }
+
+/** The content types Connect takes for unary JSON (any other is Connect's to refuse). */
+const connectUnaryJson = /^application\/json(?:; ?charset=utf-?8)?$/i;
+
+/** As fetch and Connect decode a body: UTF-8, a leading byte order mark dropped. */
+const utf8 = new TextDecoder();
 
 /** What reading a Connect JSON body gave: the parsed body, an error to answer, or no client. */
 export type ConnectJsonRead =
@@ -43,10 +49,12 @@ export async function readConnectJson(
   maxBytes: number,
 ): Promise<ConnectJsonRead> {
   try {
+    const declared = Number(req.headers["content-length"] ?? 0);
+    if (declared > maxBytes) throw bodyTooLarge(maxBytes);
     const body = await readLimited(req, maxBytes);
     let json: JsonValue;
     try {
-      json = JSON.parse(body.toString("utf8")) as JsonValue;
+      json = JSON.parse(utf8.decode(body)) as JsonValue;
     } catch {
       throw malformedJson("the request body is not valid JSON");
     }
@@ -70,7 +78,8 @@ export async function readConnectJson(
 
 /**
  * A Connect unary error response (its JSON error body), with the call's request id. What is
- * left of a body too large is not read: HTTP/1.1 closes the connection after the answer.
+ * left of a body too large is not read: HTTP/1.1 closes the connection after the answer, and
+ * HTTP/2 resets the stream (NO_ERROR, after the complete answer: the client stops sending).
  */
 export function sendConnectError(
   req: NodeRequest,
@@ -87,6 +96,11 @@ export function sendConnectError(
       ? { connection: "close" }
       : {}),
   });
-  res.end(body);
-  req.resume();
+  if (error.code !== Code.ResourceExhausted || req.httpVersionMajor === 1) {
+    res.end(body);
+    req.resume();
+    return;
+  }
+  const { stream } = res as Http2ServerResponse;
+  res.end(body, () => stream.close(constants.NGHTTP2_NO_ERROR));
 }

@@ -1,3 +1,4 @@
+import { connect as h2connect } from "node:http2";
 import { connect } from "node:net";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
@@ -88,13 +89,58 @@ describe("Connect JSON bodies of the wrong shape", () => {
 
   it("refuses a body over the limit, and answers the next call on the server", async () => {
     const big = await refusal(JSON.stringify({ context: "SEARCH", traits: ["x".repeat(5000)] }));
+    expect(big.status).toBe(429);
     expect(big.error.code).toBe(Code.ResourceExhausted);
     expect(big.info?.reason).toBe("BODY_TOO_LARGE");
+    // Over HTTP/2, without a declared length: answered, then the stream is reset (NO_ERROR) so
+    // that the client stops sending what is left.
+    const session = h2connect(server.url);
+    try {
+      const answer = await new Promise<{ status: number; reset?: number }>((resolve, reject) => {
+        const stream = session.request({
+          ":method": "POST",
+          ":path": evaluatePath,
+          "content-type": "application/json",
+          authorization: `Bearer ${token}`,
+        });
+        let status = 0;
+        stream.on("response", (h) => {
+          status = Number(h[":status"]);
+        });
+        stream.on("error", reject);
+        // The server's RST_STREAM: the client's side is told its upload was cut off.
+        stream.on("aborted", () => {
+          resolve({ status, reset: stream.rstCode });
+          stream.destroy();
+        });
+        stream.resume();
+        // Far more than the limit, in pieces, never ended by the client.
+        const piece = Buffer.alloc(1024, 0x20);
+        for (let k = 0; k < 64; k++) stream.write(piece);
+      });
+      expect(answer).toEqual({ status: 429, reset: 0 });
+    } finally {
+      session.close();
+    }
     const { res, bytes } = await connectJson(
       JSON.stringify({ context: "SEARCH", traits: ["role:viewer"] }),
     );
     expect(res.status).toBe(200);
     expect(JSON.parse(new TextDecoder().decode(bytes))).toHaveProperty("decisionId");
+  });
+
+  it("takes a body with a byte order mark, and leaves other content types to Connect", async () => {
+    const bom = await connectJson(`\ufeff${JSON.stringify({ context: "SEARCH", traits: [] })}`);
+    expect(bom.res.status).toBe(200);
+    const charset = await connectJson(JSON.stringify({ context: "SEARCH", traits: [] }), {
+      "content-type": "application/json; charset=utf-8",
+    });
+    expect(charset.res.status).toBe(200);
+    // Not a content type Connect takes for unary JSON: its own 415, as before.
+    const other = await connectJson(JSON.stringify({ traits: "x" }), {
+      "content-type": "application/json; foo=bar",
+    });
+    expect(other.res.status).toBe(415);
   });
 
   it("leaves a valid body to Connect as before: validated, authenticated", async () => {

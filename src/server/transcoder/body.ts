@@ -13,7 +13,8 @@ export class ClientGoneError extends Error {
   }
 }
 
-function tooLarge(maxBytes: number): RestError {
+/** 413 BODY_TOO_LARGE (resource_exhausted). */
+export function bodyTooLarge(maxBytes: number): RestError {
   return new RestError(
     413,
     Code.ResourceExhausted,
@@ -62,7 +63,7 @@ export function readLimited(req: NodeRequest, maxBytes: number): Promise<Buffer>
       size += chunk.length;
       if (size > maxBytes) {
         cleanup();
-        reject(tooLarge(maxBytes));
+        reject(bodyTooLarge(maxBytes));
         return;
       }
       chunks.push(chunk);
@@ -97,7 +98,7 @@ export async function readJsonBody(
 ): Promise<Uint8Array | undefined> {
   const lengthHeader = req.headers["content-length"];
   const declared = lengthHeader === undefined ? undefined : Number(lengthHeader);
-  if (declared !== undefined && declared > maxBytes) throw tooLarge(maxBytes);
+  if (declared !== undefined && declared > maxBytes) throw bodyTooLarge(maxBytes);
   const json = isJsonContentType(req.headers["content-type"]);
   if (declared !== undefined && declared > 0 && !json) throw unsupportedMediaType();
   if (declared === 0) return undefined;
