@@ -293,12 +293,25 @@ export function createApp(options: AppOptions): {
       const jsonSpec = unary.get(path);
       if (jsonSpec === undefined || !isConnectJsonUnary(req, jsonSpec)) return connect(undefined);
       // A Connect JSON call: its body checked first, so that a wrong shape names its field.
-      return readConnectJson(req, jsonSpec, options.maxBodyBytes).then((read) => {
-        if (read.kind === "json") return connect(read.json);
-        if (read.kind === "gone") return noteOutcome(call, Code.Canceled);
-        noteOutcome(call, read.error.code, read.reason);
-        sendConnectError(req, res, read.error, call.requestId);
-      });
+      return readConnectJson(req, jsonSpec, options.maxBodyBytes).then(
+        (read) => {
+          if (read.kind === "json") return connect(read.json);
+          if (read.kind === "gone") return noteOutcome(call, Code.Canceled);
+          noteOutcome(call, read.error.code, read.reason);
+          sendConnectError(req, res, read.error, call.requestId);
+        },
+        (err: unknown) => {
+          // A fault of the check itself: answered (generic), never left hanging.
+          log.error({ err, rpc: path }, "Connect JSON body check failed");
+          noteOutcome(call, Code.Internal, "INTERNAL");
+          sendConnectError(
+            req,
+            res,
+            new ConnectError("internal error", Code.Internal),
+            call.requestId,
+          );
+        },
+      );
     }
     if (contentType.startsWith("application/grpc")) {
       call.protocol = protocolOf(contentType);
