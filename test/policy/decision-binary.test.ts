@@ -18,6 +18,7 @@ import type { PolicyAdmin } from "../../src/policy/policy-admin.js";
 import { createPolicyService } from "../../src/policy/service.js";
 import { principalKey } from "../../src/server/context.js";
 import { presetResponseOf } from "../../src/server/preset-encoding.js";
+import { base, via } from "./answers.js";
 
 /**
  * src/policy/decision-binary.ts writes the answers' protobuf binary itself, keeping the bytes of
@@ -25,24 +26,6 @@ import { presetResponseOf } from "../../src/server/preset-encoding.js";
  * message the service builds (src/policy/decision-message.ts), for every shape of answer, and
  * never send bytes kept for another answer.
  */
-
-const via = Object.freeze(["role:clinician", "role:staff"]);
-
-const base: DecisionAnswer = {
-  decision: "allow",
-  reasonCode: "RULE_ALLOW",
-  reason: "rule clinical-read allows",
-  decidingRule: "clinical-read",
-  matchedRules: Object.freeze(["clinical-read", "staff-read"]),
-  sanitize: undefined,
-  errors: undefined,
-  policyVersion: "f".repeat(64),
-  decisionId: "0190f3a2-7c1e-7b2a-9d4e-000000000001",
-  impliedTraits: [
-    { trait: "role:staff", via },
-    { trait: "data_access:internal", via: [] },
-  ],
-};
 
 const answers: Record<string, DecisionAnswer> = {
   "an allow": base,

@@ -9,24 +9,7 @@ import {
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
 import { decisionMessage, evaluateBatchResponse } from "../../src/policy/decision-message.js";
 import type { DecisionAnswer } from "../../src/policy/decisions.js";
-
-const via = Object.freeze(["role:clinician", "role:staff"]);
-
-const base: DecisionAnswer = {
-  decision: "allow",
-  reasonCode: "RULE_ALLOW",
-  reason: "rule clinical-read allows",
-  decidingRule: "clinical-read",
-  matchedRules: Object.freeze(["clinical-read", "staff-read"]),
-  sanitize: undefined,
-  errors: undefined,
-  policyVersion: "f".repeat(64),
-  decisionId: "0190f3a2-7c1e-7b2a-9d4e-000000000001",
-  impliedTraits: [
-    { trait: "role:staff", via },
-    { trait: "data_access:internal", via: [] },
-  ],
-};
+import { base } from "./answers.js";
 
 /** Answers covering every field, present and absent, empty and not, and strings beyond ASCII. */
 const answers: Record<string, DecisionAnswer> = {

@@ -1,37 +1,17 @@
-import {
-  create,
-  type DescField,
-  type DescFile,
-  type DescMessage,
-  type Message,
-  toJson,
-} from "@bufbuild/protobuf";
+import { create, type DescField, type DescMessage, type Message, toJson } from "@bufbuild/protobuf";
 import { createValidator, type Validator } from "@bufbuild/protovalidate";
 import { FieldRulesSchema } from "@bufbuild/protovalidate/gen/buf/validate/validate_pb.js";
 import { describe, expect, it } from "vitest";
-import { file_traitgate_admin_v1_api_keys } from "../../gen/traitgate/admin/v1/api_keys_pb.js";
-import { file_traitgate_admin_v1_audit } from "../../gen/traitgate/admin/v1/audit_pb.js";
-import {
-  CallRequestSchema,
-  file_traitgate_gateway_v1_gateway,
-} from "../../gen/traitgate/gateway/v1/gateway_pb.js";
-import {
-  file_traitgate_identity_v1_identity,
-  LoginRequestSchema,
-} from "../../gen/traitgate/identity/v1/identity_pb.js";
-import { file_traitgate_identity_v1_service_accounts } from "../../gen/traitgate/identity/v1/service_accounts_pb.js";
-import { file_traitgate_identity_v1_user_admin } from "../../gen/traitgate/identity/v1/user_admin_pb.js";
+import { CallRequestSchema } from "../../gen/traitgate/gateway/v1/gateway_pb.js";
+import { LoginRequestSchema } from "../../gen/traitgate/identity/v1/identity_pb.js";
 import {
   EvaluateBatchRequestSchema,
   EvaluateRequestSchema,
-  file_traitgate_policy_v1_policy,
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
-import { file_traitgate_rag_v1_rag } from "../../gen/traitgate/rag/v1/rag_pb.js";
-import { file_traitgate_search_v1_search } from "../../gen/traitgate/search/v1/search_pb.js";
-import { file_traitgate_settings_v1_settings } from "../../gen/traitgate/settings/v1/settings_pb.js";
 import { rulesOf } from "../../src/openapi/constraints.js";
 import { createFastValidator } from "../../src/server/fast-validate.js";
 import { createPatternMatcher } from "../../src/server/pattern-match.js";
+import { serviceSchemaFiles } from "../support/schema-files.js";
 
 /**
  * src/server/fast-validate.ts answers "valid" before protovalidate does. It must never say so
@@ -41,18 +21,7 @@ import { createPatternMatcher } from "../../src/server/pattern-match.js";
  * zero and set values, nested messages).
  */
 
-const files: DescFile[] = [
-  file_traitgate_admin_v1_api_keys,
-  file_traitgate_admin_v1_audit,
-  file_traitgate_gateway_v1_gateway,
-  file_traitgate_identity_v1_identity,
-  file_traitgate_identity_v1_service_accounts,
-  file_traitgate_identity_v1_user_admin,
-  file_traitgate_policy_v1_policy,
-  file_traitgate_rag_v1_rag,
-  file_traitgate_search_v1_search,
-  file_traitgate_settings_v1_settings,
-];
+const files = serviceSchemaFiles;
 
 function allMessages(): DescMessage[] {
   const out: DescMessage[] = [];
