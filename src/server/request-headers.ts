@@ -180,13 +180,15 @@ export function joinRepeatedAuthorization(req: {
   readonly headers: Record<string, string | string[] | undefined>;
 }): void {
   const raw = req.rawHeaders;
+  // HTTP/2 names are lowercase; HTTP/1.1 names keep the client's spelling.
+  const isAuthorization = (name: string) =>
+    name.length === 13 && name.toLowerCase() === "authorization";
+  let count = 0;
+  for (let i = 0; i + 1 < raw.length; i += 2) if (isAuthorization(raw[i] as string)) count++;
+  if (count < 2) return;
   const values: string[] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) {
-    const name = raw[i] as string;
-    // HTTP/2 names are lowercase; HTTP/1.1 names keep the client's spelling.
-    if (name.length === 13 && name.toLowerCase() === "authorization") {
-      values.push(raw[i + 1] as string);
-    }
+    if (isAuthorization(raw[i] as string)) values.push(raw[i + 1] as string);
   }
-  if (values.length > 1) req.headers.authorization = values.join(", ");
+  req.headers.authorization = values.join(", ");
 }
