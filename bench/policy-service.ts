@@ -1,13 +1,11 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { pathToFileURL } from "node:url";
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { fromBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport } from "@connectrpc/connect-node";
 import pg from "pg";
 import {
-  EvaluateBatchRequestSchema,
   EvaluateBatchResponseSchema,
-  EvaluateRequestSchema,
   EvaluateResponseSchema,
   PolicyService,
 } from "../gen/traitgate/policy/v1/policy_pb.js";
@@ -23,18 +21,19 @@ import {
 } from "./load.js";
 import { type CerbosPeer, loadPeers } from "./peers.js";
 import {
+  batchSize,
+  type EvaluateRequestShape,
+  requestMessages,
+  serviceBatches,
+  serviceRequests,
+} from "./policy-frames.js";
+import {
   cpuByProcess,
   schemaConnection,
   spreadConnections,
   startWorkers,
 } from "./policy-workers.js";
-import {
-  oracleAnswer,
-  oracleAnswers,
-  serviceWorkload,
-  traitgateRequest,
-  type Workload,
-} from "./policy-workload.js";
+import { oracleAnswer, oracleAnswers, serviceWorkload, type Workload } from "./policy-workload.js";
 
 /**
  * The policy *service* against the Cerbos PDP, both over gRPC on loopback, on the issue's
@@ -58,7 +57,6 @@ import {
  */
 
 const rules = 200;
-const batchSize = 50;
 const defaultUrl = "postgres://postgres@127.0.0.1:5432/test";
 const workers = 2;
 const connections = Number(process.env.BENCH_CONNECTIONS ?? "4");
@@ -85,8 +83,8 @@ interface SetUp {
 async function forkServer<T>(
   args: string[],
   execArgv: string[] = [],
+  script = new URL("./policy-server.js", import.meta.url),
 ): Promise<T & { child: ChildProcess }> {
-  const script = new URL("./policy-server.js", import.meta.url);
   const child = fork(script, [String(rules), ...args], {
     stdio: ["ignore", "ignore", "inherit", "ipc"],
     execArgv,
@@ -144,6 +142,26 @@ async function stopTraitgate(
   return result;
 }
 
+const floorEngine = {
+  bare: "Node.js floor (node:http2, answers looked up by the request's bytes)",
+  durable: "Node.js floor + a durable row per call (group commit to PostgreSQL)",
+} as const;
+
+/** "stop" to bench/policy-floor.ts; its schema dropped here if it had died. */
+async function stopFloor(
+  floor: { child: ChildProcess; schema?: string },
+  url: string,
+): Promise<void> {
+  const { child, schema } = floor;
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.send("stop");
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    if (child.exitCode === null) child.kill();
+  }
+  if (schema !== undefined) await dropSchema(url, schema).catch(() => {});
+}
+
 async function dropSchema(url: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -152,21 +170,6 @@ async function dropSchema(url: string, schema: string): Promise<void> {
   } finally {
     await client.end();
   }
-}
-
-/** Requests grouped by user, in chunks of up to 50: a Cerbos batch has one principal. */
-function batches(w: Workload): number[][] {
-  const byUser = new Map<number, number[]>();
-  w.requests.forEach(([u], i) => {
-    const list = byUser.get(u) ?? [];
-    list.push(i);
-    byUser.set(u, list);
-  });
-  const out: number[][] = [];
-  for (const list of byUser.values()) {
-    for (let k = 0; k < list.length; k += batchSize) out.push(list.slice(k, k + batchSize));
-  }
-  return out.filter((b) => b.length === batchSize);
 }
 
 /** The first 10 batches, answered as the reference evaluator does, or an error. */
@@ -225,18 +228,10 @@ function loggedMessages(output: string): string {
 }
 
 /** Evaluate and EvaluateBatch over the minimal client, every request encoded once. */
-function minimalCalls(requests: EvaluateRequestShape[], groups: number[][]) {
-  const unaryFrames = requests.map((r) =>
-    grpcFrame(toBinary(EvaluateRequestSchema, create(EvaluateRequestSchema, r))),
-  );
-  const batchFrames = groups.map((group) =>
-    grpcFrame(
-      toBinary(
-        EvaluateBatchRequestSchema,
-        create(EvaluateBatchRequestSchema, { requests: group.map((i) => requests[i]!) }),
-      ),
-    ),
-  );
+function minimalCalls(requests: readonly EvaluateRequestShape[], groups: number[][]) {
+  const messages = requestMessages(requests, groups);
+  const unaryFrames = messages.unary.map(grpcFrame);
+  const batchFrames = messages.batch.map(grpcFrame);
   const evaluatePath = "/traitgate.policy.v1.PolicyService/Evaluate";
   const batchPath = "/traitgate.policy.v1.PolicyService/EvaluateBatch";
   return (raw: RawGrpcClient, headers: Record<string, string>) => ({
@@ -251,16 +246,11 @@ function minimalCalls(requests: EvaluateRequestShape[], groups: number[][]) {
   });
 }
 
-type EvaluateRequestShape = {
-  traits: string[];
-  context: ReturnType<typeof traitgateRequest>["context"];
-};
-
 export async function benchPolicyService(seconds: number): Promise<string> {
   const { workload: w, dropped } = serviceWorkload(rules);
   const checked = 1_000;
   const oracle = oracleAnswers(w, checked);
-  const groups = batches(w);
+  const groups = serviceBatches(w);
   const notes: string[] = [
     `- workload: ${w.doc.rules.length} rules (${dropped} of ${rules} left out: activation refuses rules the analysis proves dead; no decision changes), ${w.requests.length} requests, batches of ${batchSize} requests of one user (${groups.length} batches)`,
   ];
@@ -278,10 +268,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   };
   const load = (name: string, fn: () => Promise<unknown>, concurrency: number) =>
     runLoad(name, fn, { concurrency, seconds, warmupSeconds: Math.min(1, seconds / 3), cpu });
-  const requests: EvaluateRequestShape[] = w.requests.map((_, i) => {
-    const r = traitgateRequest(w, i);
-    return { traits: [...r.traits], context: r.context };
-  });
+  const requests = serviceRequests(w);
   const minimal = minimalCalls(requests, groups);
 
   /** The minimal client's calls checked against the reference evaluator, then timed. */
@@ -426,6 +413,31 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     notes.push(
       `- EvaluateBatch in the server's process without transport or database (protobuf decode, the service handler, 50 decisions with their audit records built, the answer encoded; 8 rounds of 3,000 batches): ${Math.round(pipeline.min)} µs CPU per batch at the least, ${Math.round(pipeline.median)} µs median`,
     );
+  }
+
+  // The Node.js floor (bench/policy-floor.ts): bare, then with a durable row per call.
+  const floors = process.env.BENCH_POLICY_FLOOR === "0" ? [] : (["bare", "durable"] as const);
+  for (const mode of floors) {
+    if (mode === "durable" && postgresUrl === "pglite") {
+      notes.push(`- ${floorEngine[mode]} not run: it needs PostgreSQL`);
+      continue;
+    }
+    const floor = await forkServer<{ url: string; schema?: string }>(
+      [mode, postgresUrl],
+      [],
+      new URL("./policy-floor.js", import.meta.url),
+    );
+    try {
+      serverCpu = () => processCpuMs(floor.child.pid ?? -1);
+      const raw = rawGrpcClient(floor.url);
+      try {
+        await runMinimal(minimal(raw, {}), floorEngine[mode], "minimal");
+      } finally {
+        raw.close();
+      }
+    } finally {
+      await stopFloor(floor, postgresUrl);
+    }
   }
 
   // Traitgate as `serve --workers 2` on the same PostgreSQL, in a schema of its own.
@@ -596,9 +608,9 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     );
   const rows = scenarios.map((s) => {
     const r = s.result;
-    const peer = s.engine.startsWith("traitgate")
-      ? find("cerbos", s.client, s.kind, r.concurrency, "decision log")
-      : undefined;
+    const peer = s.engine.startsWith("cerbos")
+      ? undefined
+      : find("cerbos", s.client, s.kind, r.concurrency, "decision log");
     const ratio = peer ? `${(r.rps / peer.result.rps).toFixed(2)}×` : "";
     const cpuOf = (party: string) => {
       const us = r.cpuUsPerRequest?.[party];
@@ -609,14 +621,83 @@ export async function benchPolicyService(seconds: number): Promise<string> {
   return [
     "## Policy service over gRPC: Traitgate (durable audit) vs the Cerbos PDP (decision log on)",
     "",
-    "| engine | client | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | Traitgate ÷ Cerbos | client CPU µs/call | server CPU µs/call | postgres CPU µs/call |",
+    "| engine | client | call | in flight | calls/s | decisions/s | p50 ms | p99 ms | errors | ÷ Cerbos (decision log) | client CPU µs/call | server CPU µs/call | postgres CPU µs/call |",
     "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ...rows,
     "",
+    ...targetNotes(find),
     ...notes,
     "- CPU µs/call: CPU time of the load generator (this process), the server under test (Traitgate's process, the `--workers` primary and its workers together, or the Cerbos PDP) and every PostgreSQL process, over the measured window, per call (from /proc, 10 ms ticks; none for the in-process rows)",
     `- both answered the first ${checked} requests (unary) and 10 batches (500 requests) as the reference evaluator did before they were timed`,
   ].join("\n");
+}
+
+type FindScenario = (
+  engine: string,
+  client: string,
+  kind: string,
+  c: number,
+  variant?: string,
+) => Scenario | undefined;
+
+/**
+ * Issue 17's targets against Cerbos with its decision log, over the minimal client (one
+ * process; `--workers` beside it), and Traitgate against the durable Node.js floor.
+ */
+function targetNotes(find: FindScenario): string[] {
+  const out: string[] = [];
+  const x = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
+  const met = (ok: boolean) => (ok ? "met" : "NOT met");
+  for (const [engine, client, label] of [
+    ["traitgate", "minimal", "Traitgate, one process"],
+    ["traitgate --workers", `minimal, ${connections} connections`, "Traitgate `--workers`"],
+  ] as const) {
+    const pair = (kind: string, c: number) => {
+      const own = find(engine, client, kind, c);
+      const peer = find("cerbos", client, kind, c, "decision log");
+      return own && peer ? { own: own.result, peer: peer.result } : undefined;
+    };
+    const u64 = pair("unary", 64);
+    const u1 = pair("unary", 1);
+    const b8 = pair("batch", 8);
+    const parts: string[] = [];
+    if (u64) {
+      parts.push(
+        `Evaluate at 64 in flight ${x(u64.own.rps, u64.peer.rps)} Cerbos's calls/s (≥ 1.0×: ${met(u64.own.rps >= u64.peer.rps)}), p99 ${u64.own.p99.toFixed(2)} ms against ${u64.peer.p99.toFixed(2)} (no worse: ${met(u64.own.p99 <= u64.peer.p99)})`,
+      );
+    }
+    if (u1) {
+      parts.push(
+        `at 1 in flight p50 ${x(u1.own.p50, u1.peer.p50)} Cerbos's (≤ 2×: ${met(u1.own.p50 <= 2 * u1.peer.p50)})`,
+      );
+    }
+    if (b8) {
+      parts.push(
+        `EvaluateBatch at 8 in flight ${x(b8.own.rps, b8.peer.rps)} Cerbos's decisions/s (≥ 2.0×: ${met(b8.own.rps >= 2 * b8.peer.rps)})`,
+      );
+    }
+    if (parts.length > 0) out.push(`- targets, ${label}: ${parts.join("; ")}`);
+  }
+  const floor = (kind: string, c: number) =>
+    find("Node.js floor + a durable row", "minimal", kind, c);
+  const parts: string[] = [];
+  for (const [kind, c, call] of [
+    ["unary", 64, "Evaluate at 64"],
+    ["unary", 1, "Evaluate at 1"],
+    ["batch", 8, "EvaluateBatch at 8"],
+  ] as const) {
+    const own = find("traitgate", "minimal", kind, c);
+    const base = floor(kind, c);
+    if (!own || !base) continue;
+    const cpu = (s: Scenario) => Math.round(s.result.cpuUsPerRequest?.server ?? Number.NaN);
+    parts.push(
+      `${call} in flight ${x(own.result.rps, base.result.rps)} its calls/s, p50 ${x(own.result.p50, base.result.p50)}, server CPU ${cpu(own)} against ${cpu(base)} µs per call`,
+    );
+  }
+  if (parts.length > 0) {
+    out.push(`- Traitgate (one process) against the durable Node.js floor: ${parts.join("; ")}`);
+  }
+  return out;
 }
 
 // `node dist/bench/policy-service.js`: this benchmark alone (BENCH_SECONDS, default 3).
