@@ -49,6 +49,11 @@ import { oracleAnswer, oracleAnswers, serviceWorkload, type Workload } from "./p
  * requests encoded before the run, answers decoded and checked), which leaves more of the
  * shared 2-core machine to the servers, so that those rows compare the servers.
  *
+ * The Node.js floor (bench/policy-floor.ts) over the minimal client: a `node:http2` server
+ * answering the same calls by their bytes, then the same with a durable row per call (group
+ * commit to PostgreSQL): what Node's HTTP/2 and a commit before each answer cost without
+ * Traitgate's work (`BENCH_POLICY_FLOOR=0` leaves it out).
+ *
  * Then Traitgate as it runs on a machine of several cores, `traitgate serve --workers 2`
  * (bench/policy-workers.ts) on the same PostgreSQL in a schema of its own, set up by
  * bench/policy-server.ts; node:cluster hands out connections, not calls, so the minimal client
@@ -79,7 +84,7 @@ interface SetUp {
   secrets: Record<string, string>;
 }
 
-/** Forks bench/policy-server.ts; resolves with its first message. */
+/** Forks bench/policy-server.ts (or `script`); resolves with its first message. */
 async function forkServer<T>(
   args: string[],
   execArgv: string[] = [],
@@ -91,7 +96,9 @@ async function forkServer<T>(
   });
   const ready = await new Promise<T>((resolve, reject) => {
     child.once("message", (m) => resolve(m as T));
-    child.once("exit", (code) => reject(new Error(`policy server exited with ${code}`)));
+    child.once("exit", (code) =>
+      reject(new Error(`${script.pathname.split("/").pop()} exited with ${code}`)),
+    );
   });
   return { child, ...ready };
 }
@@ -147,19 +154,43 @@ const floorEngine = {
   durable: "Node.js floor + a durable row per call (group commit to PostgreSQL)",
 } as const;
 
-/** "stop" to bench/policy-floor.ts; its schema dropped here if it had died. */
+/** What bench/policy-floor.ts tells at stop (durable: its rows and commits). */
+interface FloorReport {
+  unaryRows?: number;
+  unaryBytes?: number;
+  batchRows?: number;
+  batchBytes?: number;
+  transactions?: number;
+  largestGroup?: number;
+  failed?: number;
+}
+
+/**
+ * "stop" to bench/policy-floor.ts: its report, then its exit (killed after 5 s). It drops its
+ * schema; the drop is repeated here (IF EXISTS) in case it could not.
+ */
 async function stopFloor(
   floor: { child: ChildProcess; schema?: string },
   url: string,
-): Promise<void> {
+): Promise<FloorReport | undefined> {
   const { child, schema } = floor;
+  let report: FloorReport | undefined;
   if (child.exitCode === null && child.signalCode === null) {
-    const exited = new Promise((resolve) => child.once("exit", resolve));
+    let timer: NodeJS.Timeout | undefined;
+    const exited = new Promise<void>((resolve) => {
+      child.once("message", (m) => {
+        report = m as FloorReport;
+      });
+      child.once("exit", () => resolve());
+      timer = setTimeout(resolve, 5_000);
+    });
     child.send("stop");
-    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    await exited;
+    clearTimeout(timer);
     if (child.exitCode === null) child.kill();
   }
   if (schema !== undefined) await dropSchema(url, schema).catch(() => {});
+  return report;
 }
 
 async function dropSchema(url: string, schema: string): Promise<void> {
@@ -422,21 +453,34 @@ export async function benchPolicyService(seconds: number): Promise<string> {
       notes.push(`- ${floorEngine[mode]} not run: it needs PostgreSQL`);
       continue;
     }
-    const floor = await forkServer<{ url: string; schema?: string }>(
-      [mode, postgresUrl],
-      [],
-      new URL("./policy-floor.js", import.meta.url),
-    );
+    // A reference: its failure is a note, not the end of the benchmark.
     try {
-      serverCpu = () => processCpuMs(floor.child.pid ?? -1);
-      const raw = rawGrpcClient(floor.url);
+      const floor = await forkServer<{ url: string; schema?: string }>(
+        [mode, postgresUrl],
+        [],
+        new URL("./policy-floor.js", import.meta.url),
+      );
+      let report: FloorReport | undefined;
       try {
-        await runMinimal(minimal(raw, {}), floorEngine[mode], "minimal");
+        serverCpu = () => processCpuMs(floor.child.pid ?? -1);
+        const raw = rawGrpcClient(floor.url);
+        try {
+          await runMinimal(minimal(raw, {}), floorEngine[mode], "minimal");
+        } finally {
+          raw.close();
+        }
       } finally {
-        raw.close();
+        report = await stopFloor(floor, postgresUrl);
       }
-    } finally {
-      await stopFloor(floor, postgresUrl);
+      if (mode === "durable" && report?.transactions !== undefined) {
+        const kind = (n = 0, bytes = 0) =>
+          `${n.toLocaleString("en-US")} rows of ${Math.round(bytes)} bytes`;
+        notes.push(
+          `- ${floorEngine[mode]}: ${kind(report.unaryRows, report.unaryBytes)} (unary) and ${kind(report.batchRows, report.batchBytes)} (batches) on average (pg_column_size), in ${report.transactions.toLocaleString("en-US")} transactions (largest group ${report.largestGroup}), ${report.failed ?? 0} failed`,
+        );
+      }
+    } catch (err) {
+      notes.push(`- ${floorEngine[mode]} not run: ${(err as Error).message}`);
     }
   }
 
@@ -591,7 +635,7 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     }
     notes.push(
       audit
-        ? `- Cerbos ${peer.version} PDP on loopback with its decision log (audit enabled, access and decision logs, \`local\` backend: its durable one), telemetry off, principals carrying every role they reach; Traitgate ÷ Cerbos compares with these rows`
+        ? `- Cerbos ${peer.version} PDP on loopback with its decision log (audit enabled, access and decision logs, \`local\` backend: its durable one), telemetry off, principals carrying every role they reach; the ÷ Cerbos column compares every other row with these rows (same client, same connections)`
         : `- Cerbos ${peer.version} with its audit off: reference rows, minimal client only`,
     );
   }
@@ -627,8 +671,8 @@ export async function benchPolicyService(seconds: number): Promise<string> {
     "",
     ...targetNotes(find),
     ...notes,
-    "- CPU µs/call: CPU time of the load generator (this process), the server under test (Traitgate's process, the `--workers` primary and its workers together, or the Cerbos PDP) and every PostgreSQL process, over the measured window, per call (from /proc, 10 ms ticks; none for the in-process rows)",
-    `- both answered the first ${checked} requests (unary) and 10 batches (500 requests) as the reference evaluator did before they were timed`,
+    "- CPU µs/call: CPU time of the load generator (this process), the server under test (Traitgate's process, the `--workers` primary and its workers together, the Node.js floor's process, or the Cerbos PDP) and every PostgreSQL process, over the measured window, per call (from /proc, 10 ms ticks; none for the in-process rows)",
+    `- every server (the floors too) answered the first ${checked} requests (unary) and 10 batches (500 requests) as the reference evaluator did before they were timed`,
   ].join("\n");
 }
 
@@ -678,8 +722,7 @@ function targetNotes(find: FindScenario): string[] {
     }
     if (parts.length > 0) out.push(`- targets, ${label}: ${parts.join("; ")}`);
   }
-  const floor = (kind: string, c: number) =>
-    find("Node.js floor + a durable row", "minimal", kind, c);
+  const floor = (kind: string, c: number) => find(floorEngine.durable, "minimal", kind, c);
   const parts: string[] = [];
   for (const [kind, c, call] of [
     ["unary", 64, "Evaluate at 64"],
@@ -689,7 +732,10 @@ function targetNotes(find: FindScenario): string[] {
     const own = find("traitgate", "minimal", kind, c);
     const base = floor(kind, c);
     if (!own || !base) continue;
-    const cpu = (s: Scenario) => Math.round(s.result.cpuUsPerRequest?.server ?? Number.NaN);
+    const cpu = (s: Scenario) => {
+      const us = s.result.cpuUsPerRequest?.server;
+      return us === undefined ? "?" : String(Math.round(us));
+    };
     parts.push(
       `${call} in flight ${x(own.result.rps, base.result.rps)} its calls/s, p50 ${x(own.result.p50, base.result.p50)}, server CPU ${cpu(own)} against ${cpu(base)} µs per call`,
     );
