@@ -2,9 +2,11 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { type AuditEventInput, createAuditWriter, verifyAuditChain } from "../src/audit/index.js";
 import { silentLogger } from "../src/log.js";
 import { type Database, migrate, openDatabase } from "../src/storage/index.js";
+import { onInterrupt } from "./interrupt.js";
 import { type LoadResult, runLoad } from "./load.js";
 
 /**
@@ -107,6 +109,12 @@ async function onPostgres(
     const reason = err instanceof Error ? err.message : String(err);
     return { note: `PostgreSQL skipped: could not connect (${reason}); set BENCH_DATABASE_URL.` };
   }
+  // Interrupted: dropped over a connection of its own (the pool may be full of writers).
+  const forget = onInterrupt(async () => {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).finally(() => client.end());
+  });
   try {
     await migrate(db, silentLogger);
     const rows = await measure(db, "PostgreSQL", seconds);
@@ -114,6 +122,7 @@ async function onPostgres(
   } finally {
     await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
     await db.close();
+    forget();
   }
 }
 

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
+import { onInterrupt } from "./interrupt.js";
 
 /** The benchmarks' child processes (servers, plugins, proxies) and their JSON set-up calls. */
 
@@ -17,6 +18,9 @@ export function startChild(
 ): Promise<Child & { match: RegExpExecArray | null }> {
   const child = spawn(command, args, { env, stdio: ["ignore", "pipe", "pipe"] });
   let output = "";
+  // An interrupted run stops it (it drops what it made on SIGTERM) before exiting.
+  const forget = onInterrupt(() => stopChild({ child, output: () => output }, 5_000));
+  child.once("exit", forget);
   if (ready === undefined) {
     child.stderr?.on("data", (chunk: Buffer) => {
       output += chunk.toString();

@@ -8,6 +8,7 @@ import pg from "pg";
 import { startChild } from "./children.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { compareLoginWithTotp } from "./identity-mfa.js";
+import { onInterrupt } from "./interrupt.js";
 import {
   type CpuSampler,
   commandCpuMs,
@@ -188,6 +189,7 @@ export async function benchIdentity(seconds: number): Promise<string> {
     sections.push(`(PostgreSQL at ${adminUrl} not reachable, skipped: ${(err as Error).message})`);
     return sections.join("\n\n");
   }
+  const forget = onInterrupt(() => admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`));
   try {
     const url = new URL(adminUrl);
     url.pathname = `/${database}`;
@@ -195,6 +197,7 @@ export async function benchIdentity(seconds: number): Promise<string> {
   } finally {
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => undefined);
     await admin.end();
+    forget();
   }
   return sections.join("\n\n");
 }
