@@ -120,9 +120,9 @@ async function onPostgres(
     const rows = await measure(db, "PostgreSQL", seconds);
     return { rows, verify: await verifyLine(db, "PostgreSQL") };
   } finally {
+    forget();
     await db.exec(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
     await db.close();
-    forget();
   }
 }
 

@@ -125,7 +125,8 @@ process.on("SIGUSR2", () => {
 });
 
 let stopping = false;
-process.on("SIGTERM", () => {
+// SIGINT too: Ctrl-C reaches the whole process group, this process included.
+const stop = () => {
   if (stopping) return;
   stopping = true;
   void (async () => {
@@ -136,4 +137,6 @@ process.on("SIGTERM", () => {
     }
     process.exit(0);
   })();
-});
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

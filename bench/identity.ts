@@ -195,9 +195,9 @@ export async function benchIdentity(seconds: number): Promise<string> {
     url.pathname = `/${database}`;
     sections.push(await benchIdentityOn("PostgreSQL", { DB_CONNECTION: url.toString() }, seconds));
   } finally {
+    forget();
     await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => undefined);
     await admin.end();
-    forget();
   }
   return sections.join("\n\n");
 }

@@ -195,8 +195,13 @@ try {
     server.listen(0, "127.0.0.1", resolve);
   });
 } catch (err) {
+  // Nothing told to the parent: it sees the exit. What was made is dropped first.
   process.stderr.write(`policy-floor: could not start: ${err}\n`);
-  await stop();
+  if (client !== undefined && schema !== undefined) {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`).catch(() => {});
+  }
+  await client?.end().catch(() => {});
+  process.exit(1);
 }
 const port = (server.address() as AddressInfo).port;
 process.send?.({ url: `http://127.0.0.1:${port}`, ...(schema ? { schema } : {}) });

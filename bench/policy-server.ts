@@ -131,15 +131,20 @@ if (setupOnly) {
 const requests = workload.requests.map((_, i) => traitgateRequest(workload, i));
 const caller = { kind: "service" as const, userId: "bench", roles: [] };
 
-// The parent gone (it failed or was killed): the schema is dropped all the same.
+// The parent gone (it failed or was killed) or the run interrupted (Ctrl-C reaches the whole
+// process group, SIGINT): the schema is dropped all the same.
 let stopping = false;
-process.on("disconnect", async () => {
+const abandon = async () => {
   if (stopping) return;
+  stopping = true;
   if (!setupOnly) await core.close().catch(() => {});
   await cleanup().catch(() => {});
   await db.close().catch(() => {});
   process.exit(1);
-});
+};
+process.on("disconnect", abandon);
+process.on("SIGINT", abandon);
+process.on("SIGTERM", abandon);
 
 /**
  * CPU µs per `EvaluateBatch` of `groups` (encoded requests) through the service handler:

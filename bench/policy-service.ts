@@ -11,6 +11,7 @@ import {
 } from "../gen/traitgate/policy/v1/policy_pb.js";
 import type { AuditWriterStats } from "../src/audit/index.js";
 import { grpcFrame, type RawGrpcClient, rawGrpcClient } from "./grpc-client.js";
+import { onInterrupt } from "./interrupt.js";
 import {
   type CpuSampler,
   commandCpuMs,
@@ -577,9 +578,13 @@ export async function benchPolicyService(seconds: number): Promise<string> {
         notes.push(`- Cerbos not run: ${(err as Error).message}`);
         continue;
       }
+      // Spawned by the peer, not by bench/children.ts: stopped here if the run is interrupted.
+      const peer = cerbos;
+      const forget = onInterrupt(() => peer.close());
       try {
         await runCerbos(cerbos, audit);
       } finally {
+        forget();
         await cerbos.close();
       }
     }

@@ -36,8 +36,11 @@ process.stdout.write(
 );
 
 let stopping = false;
-process.on("SIGTERM", () => {
+// SIGINT too: Ctrl-C reaches the whole process group, this process included.
+const stop = () => {
   if (stopping) return;
   stopping = true;
   void core.close().then(() => process.exit(0));
-});
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

@@ -85,12 +85,14 @@ function percentile(sorted: number[], p: number): number {
 }
 
 const ms = (n: number) => n.toFixed(n < 10 ? 2 : 1);
-const began = performance.now();
+// Reset when benchRag starts: as part of `npm run bench` the module loads with the others.
+let began = performance.now();
 const progress = (what: string) =>
   process.stderr.write(`rag bench ${((performance.now() - began) / 1000).toFixed(0)} s: ${what}\n`);
 
 export async function benchRag(): Promise<string> {
   const startedAt = new Date();
+  began = performance.now();
   const rand = random(42);
   const centres = Array.from({ length: 64 }, () =>
     Float32Array.from({ length: dimension }, () => gaussian(rand)),

@@ -3,6 +3,7 @@ import { benchAudit } from "./audit.js";
 import { benchConsole } from "./console.js";
 import { benchGateway } from "./gateway.js";
 import { benchIdentity } from "./identity.js";
+import { interrupted } from "./interrupt.js";
 import { benchPolicy } from "./policy.js";
 import { benchPolicyService } from "./policy-service.js";
 import { benchRag } from "./rag.js";
@@ -43,6 +44,8 @@ console.log(
 const failed: string[] = [];
 for (const [name, run] of Object.entries(benchmarks)) {
   if (chosen.length > 0 && !chosen.includes(name)) continue;
+  // Interrupted: the process exits once the undos are done; nothing new starts meanwhile.
+  if (interrupted()) break;
   try {
     console.log(await run());
   } catch (err) {

@@ -18,11 +18,12 @@ afterEach(() => {
 });
 
 /**
- * The benchmark: an undo kept, one withdrawn, a child that notes its SIGTERM; "ready" once set.
+ * The benchmark: an undo kept, one withdrawn, a child that notes its SIGTERM or SIGINT; "ready" once set.
  * Both leave by themselves after 20 s, so a failing test leaves no process behind.
  */
 function benchmarkProcess(out: string) {
-  const child = `process.on("SIGTERM", () => { require("node:fs").writeFileSync(${JSON.stringify(join(out, "child"))}, "stopped"); process.exit(0); }); console.log("child up"); setTimeout(() => process.exit(0), 20_000);`;
+  // As the benchmarks' servers do: SIGINT (Ctrl-C reaches the whole group) like SIGTERM.
+  const child = `const stop = () => { require("node:fs").writeFileSync(${JSON.stringify(join(out, "child"))}, "stopped"); process.exit(0); }; process.on("SIGTERM", stop); process.on("SIGINT", stop); console.log("child up"); setTimeout(() => process.exit(0), 20_000);`;
   const script = `
     import { writeFileSync } from "node:fs";
     import { onInterrupt } from "./bench/interrupt.ts";
@@ -37,16 +38,19 @@ function benchmarkProcess(out: string) {
   return spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],
+    // A process group of its own, so that a signal can reach the whole group as Ctrl-C does.
+    detached: true,
   });
 }
 
 describe("an interrupted benchmark", () => {
   it.each([
-    ["SIGTERM", 143],
-    ["SIGINT", 130],
+    ["SIGTERM", 143, "the benchmark"],
+    ["SIGINT", 130, "the benchmark"],
+    ["SIGINT", 130, "its whole process group, as Ctrl-C"],
   ] as const)(
-    "undoes what it made on %s and exits with %i",
-    async (signal, code) => {
+    "undoes what it made on %s and exits with %i (sent to %s)",
+    async (signal, code, to) => {
       dir = mkdtempSync(join(tmpdir(), "traitgate-bench-interrupt-"));
       const out = dir;
       const bench = benchmarkProcess(out);
@@ -63,7 +67,8 @@ describe("an interrupted benchmark", () => {
         bench.once("exit", (c) => reject(new Error(`exited with ${c} before ready: ${stderr}`)));
       });
       const exited = new Promise<number | null>((resolve) => bench.once("exit", resolve));
-      bench.kill(signal);
+      if (to === "the benchmark") bench.kill(signal);
+      else process.kill(-(bench.pid as number), signal);
       expect(await exited).toBe(code);
       expect(readFileSync(join(out, "kept"), "utf8")).toBe("undone");
       expect(readFileSync(join(out, "child"), "utf8")).toBe("stopped");
