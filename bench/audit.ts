@@ -1,12 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import pg from "pg";
 import { type AuditEventInput, createAuditWriter, verifyAuditChain } from "../src/audit/index.js";
 import { silentLogger } from "../src/log.js";
 import { type Database, migrate, openDatabase } from "../src/storage/index.js";
-import { onInterrupt } from "./interrupt.js";
+import { onInterrupt, temporaryDir } from "./interrupt.js";
 import { type LoadResult, runLoad } from "./load.js";
 
 /**
@@ -78,7 +75,7 @@ async function verifyLine(db: Database, database: string): Promise<string> {
 }
 
 async function onPglite(seconds: number): Promise<{ rows: Row[]; verify: string }> {
-  const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-audit-"));
+  const { dir, remove: removeDir } = temporaryDir("traitgate-bench-audit-");
   const db = await openDatabase({ dataDir: dir, log: silentLogger });
   try {
     await migrate(db, silentLogger);
@@ -86,7 +83,7 @@ async function onPglite(seconds: number): Promise<{ rows: Row[]; verify: string 
     return { rows, verify: await verifyLine(db, "PGlite") };
   } finally {
     await db.close();
-    rmSync(dir, { recursive: true, force: true });
+    removeDir();
   }
 }
 

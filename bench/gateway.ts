@@ -1,7 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { create, toBinary } from "@bufbuild/protobuf";
@@ -9,6 +7,7 @@ import pg from "pg";
 import { CallRequestSchema } from "../gen/traitgate/gateway/v1/gateway_pb.js";
 import { type Child, freePort, postJson, startChild, stopChild } from "./children.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
+import { temporaryDir } from "./interrupt.js";
 import {
   type CpuSampler,
   commandCpuMs,
@@ -133,11 +132,11 @@ interface Setup {
 }
 
 async function setUp(pgUrl: string | undefined, seconds: number): Promise<Setup> {
-  const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-gateway-"));
+  const { dir, remove: removeDir } = temporaryDir("traitgate-bench-gateway-");
   const children: Child[] = [];
   const stop = async () => {
     for (const c of children.reverse()) await stopChild(c);
-    rmSync(dir, { recursive: true, force: true });
+    removeDir();
   };
   try {
     const coreArgs = (process.env.BENCH_CORE_NODE_ARGS ?? "").split(" ").filter(Boolean);

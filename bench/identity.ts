@@ -1,14 +1,12 @@
 import { type ChildProcess, execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { startChild } from "./children.js";
 import { grpcFrame, rawGrpcClient } from "./grpc-client.js";
 import { compareLoginWithTotp } from "./identity-mfa.js";
-import { onInterrupt } from "./interrupt.js";
+import { onInterrupt, temporaryDir } from "./interrupt.js";
 import {
   type CpuSampler,
   commandCpuMs,
@@ -31,8 +29,8 @@ const password = "bench-password-long-enough";
 
 async function startServer(
   extraEnv: NodeJS.ProcessEnv,
-): Promise<{ url: string; child: ChildProcess; dir: string; apiKey: string }> {
-  const dir = mkdtempSync(join(tmpdir(), "traitgate-bench-"));
+): Promise<{ url: string; child: ChildProcess; removeDir: () => void; apiKey: string }> {
+  const { dir, remove: removeDir } = temporaryDir("traitgate-bench-");
   const env = {
     ...process.env,
     ...extraEnv,
@@ -75,7 +73,7 @@ async function startServer(
   const url = server.match?.[1];
   if (url === undefined) throw new Error("the server did not say where it listens");
   const child = server.child;
-  return { url, child, dir, apiKey };
+  return { url, child, removeDir, apiKey };
 }
 
 function httpGetter(url: string, concurrency: number) {
@@ -207,7 +205,7 @@ async function benchIdentityOn(
   extraEnv: NodeJS.ProcessEnv,
   seconds: number,
 ): Promise<string> {
-  const { url, child, dir, apiKey } = await startServer(extraEnv);
+  const { url, child, removeDir, apiKey } = await startServer(extraEnv);
   try {
     const post = httpPost(url);
     const loginBody = JSON.stringify({ username: "bench", password });
@@ -301,6 +299,6 @@ async function benchIdentityOn(
   } finally {
     child.kill("SIGTERM");
     await new Promise((r) => child.once("exit", r));
-    rmSync(dir, { recursive: true, force: true });
+    removeDir();
   }
 }

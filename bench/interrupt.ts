@@ -9,6 +9,10 @@
  * whole process group; forked ones also clean up when their IPC channel closes.
  */
 
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
 type Undo = () => unknown;
 
 const timeoutMs = 10_000;
@@ -61,4 +65,18 @@ function install(): void {
       void settle().then(() => process.exit(codes[signal]));
     });
   }
+}
+
+/** A temporary directory, removed by `remove()` or when the run is interrupted. */
+export function temporaryDir(prefix: string): { dir: string; remove(): void } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const removeDir = () => rmSync(dir, { recursive: true, force: true });
+  const forget = onInterrupt(removeDir);
+  return {
+    dir,
+    remove() {
+      forget();
+      removeDir();
+    },
+  };
 }

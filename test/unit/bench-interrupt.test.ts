@@ -18,7 +18,7 @@ afterEach(() => {
 });
 
 /**
- * The benchmark: an undo kept, one withdrawn, a child that notes its SIGTERM or SIGINT; "ready" once set.
+ * The benchmark: an undo kept, one withdrawn, a temporary directory, a child that notes its SIGTERM or SIGINT; "ready" once set.
  * Both leave by themselves after 20 s, so a failing test leaves no process behind.
  */
 function benchmarkProcess(out: string) {
@@ -26,11 +26,12 @@ function benchmarkProcess(out: string) {
   const child = `const stop = () => { require("node:fs").writeFileSync(${JSON.stringify(join(out, "child"))}, "stopped"); process.exit(0); }; process.on("SIGTERM", stop); process.on("SIGINT", stop); console.log("child up"); setTimeout(() => process.exit(0), 20_000);`;
   const script = `
     import { writeFileSync } from "node:fs";
-    import { onInterrupt } from "./bench/interrupt.ts";
+    import { onInterrupt, temporaryDir } from "./bench/interrupt.ts";
     import { startChild } from "./bench/children.ts";
     onInterrupt(async () => writeFileSync(${JSON.stringify(join(out, "kept"))}, "undone"));
     const withdrawn = onInterrupt(() => writeFileSync(${JSON.stringify(join(out, "withdrawn"))}, "undone"));
     withdrawn();
+    writeFileSync(${JSON.stringify(join(out, "tmp"))}, temporaryDir("traitgate-bench-interrupt-tmp-").dir);
     await startChild(process.execPath, ["-e", ${JSON.stringify(child)}], process.env, /child up/);
     console.log("ready");
     setTimeout(() => process.exit(0), 20_000);
@@ -73,6 +74,7 @@ describe("an interrupted benchmark", () => {
       expect(readFileSync(join(out, "kept"), "utf8")).toBe("undone");
       expect(readFileSync(join(out, "child"), "utf8")).toBe("stopped");
       expect(existsSync(join(out, "withdrawn"))).toBe(false);
+      expect(existsSync(readFileSync(join(out, "tmp"), "utf8"))).toBe(false);
       expect(stderr).toContain(`benchmark interrupted (${signal})`);
     },
     30_000,
