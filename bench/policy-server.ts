@@ -224,21 +224,33 @@ process.on("message", async (message) => {
   stopping = true;
   const stats = setupOnly ? undefined : core.audit.stats();
   // The decision record's stored size (issue 17): each decision event's row ÷ the decisions
-  // it holds, and the values those rows name (written once each).
-  const { rows: sizes } = await db.query<{ action: string; events: string; bytes: number }>(
-    `SELECT action, count(*)::text AS events,
+  // it holds, and the values those rows name (written once each). Apart: the rows of calls
+  // (a request id, the client's address, a user's id) and those of the in-process rows
+  // (`decisions.evaluate` without a request: smaller, they would pull the average down).
+  const { rows: sizes } = await db.query<{
+    action: string;
+    called: boolean;
+    events: string;
+    bytes: number;
+  }>(
+    `SELECT action, request_id IS NOT NULL AS called, count(*)::text AS events,
        avg(pg_column_size(e.*)::float8 /
            CASE WHEN action = 'policy_decision_batch' THEN (details->>'count')::int ELSE 1 END
        ) AS bytes
      FROM audit_events e WHERE action IN ('policy_decision', 'policy_decision_batch')
-     GROUP BY action`,
+     GROUP BY action, called`,
   );
   const { rows: values } = await db.query<{ values: string; bytes: string }>(
     `SELECT count(*)::text AS values, coalesce(sum(pg_column_size(v.*)), 0)::text AS bytes
      FROM audit_values v`,
   );
   const record = {
-    sizes: sizes.map((r) => ({ action: r.action, events: Number(r.events), bytes: r.bytes })),
+    sizes: sizes.map((r) => ({
+      action: r.action,
+      called: r.called,
+      events: Number(r.events),
+      bytes: r.bytes,
+    })),
     values: Number(values[0]?.values ?? 0),
     valueBytes: Number(values[0]?.bytes ?? 0),
   };
