@@ -18,7 +18,7 @@ import type { PolicyAdmin } from "../../src/policy/policy-admin.js";
 import { createPolicyService } from "../../src/policy/service.js";
 import { principalKey } from "../../src/server/context.js";
 import { presetResponseOf } from "../../src/server/preset-encoding.js";
-import { base, via } from "./answers.js";
+import { answerShapes as answers, base, via } from "./answers.js";
 
 /**
  * src/policy/decision-binary.ts writes the answers' protobuf binary itself, keeping the bytes of
@@ -26,69 +26,6 @@ import { base, via } from "./answers.js";
  * message the service builds (src/policy/decision-message.ts), for every shape of answer, and
  * never send bytes kept for another answer.
  */
-
-const answers: Record<string, DecisionAnswer> = {
-  "an allow": base,
-  "a deny without a deciding rule": {
-    ...base,
-    decision: "deny",
-    reasonCode: "NO_MATCH",
-    decidingRule: undefined,
-    matchedRules: Object.freeze([]),
-    impliedTraits: [],
-  },
-  "a sanitize, frozen": {
-    ...base,
-    decision: "sanitize",
-    matchedRules: Object.freeze(["mask"]),
-    sanitize: Object.freeze({
-      fields: Object.freeze(["ssn", "dob"]),
-      classifications: Object.freeze(["phi"]),
-    }),
-  },
-  "a sanitize, not frozen": {
-    ...base,
-    decision: "sanitize",
-    sanitize: { fields: ["ssn"], classifications: [] },
-  },
-  "a sanitize with empty lists": {
-    ...base,
-    decision: "sanitize",
-    sanitize: { fields: [], classifications: [] },
-  },
-  "rule errors": {
-    ...base,
-    decision: "deny",
-    matchedRules: [],
-    errors: [
-      { ruleId: "r1", message: "condition failed: résumé ≠ ☃" },
-      { ruleId: "", message: "" },
-    ],
-  },
-  "empty strings everywhere": {
-    ...base,
-    reason: "",
-    reasonCode: "" as DecisionAnswer["reasonCode"],
-    decidingRule: "",
-    matchedRules: Object.freeze(["", "x"]),
-    policyVersion: "",
-    decisionId: "",
-    impliedTraits: [{ trait: "", via: Object.freeze([""]) }],
-  },
-  "non-ASCII, a lone surrogate and long strings": {
-    ...base,
-    reason: `Ärzte 😀 \ud800 ${"x".repeat(300)}`,
-    matchedRules: Object.freeze(["règle", "x".repeat(20_000)]),
-    decisionId: `id-${"é".repeat(100)}-\udc00`,
-    impliedTraits: [{ trait: "role:médecin", via: Object.freeze(["role:ärztin", "😀"]) }],
-  },
-  "a decision id of 127 bytes": {
-    ...base,
-    decisionId: "d".repeat(127),
-    impliedTraits: [{ trait: "role:staff", via }],
-  },
-  "a decision id of 128 bytes": { ...base, decisionId: "d".repeat(128) },
-};
 
 const bytes = (b: Uint8Array) => Buffer.from(b);
 

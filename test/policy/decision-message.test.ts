@@ -9,54 +9,7 @@ import {
 } from "../../gen/traitgate/policy/v1/policy_pb.js";
 import { decisionMessage, evaluateBatchResponse } from "../../src/policy/decision-message.js";
 import type { DecisionAnswer } from "../../src/policy/decisions.js";
-import { base } from "./answers.js";
-
-/** Answers covering every field, present and absent, empty and not, and strings beyond ASCII. */
-const answers: Record<string, DecisionAnswer> = {
-  "an allow": base,
-  "a deny without a deciding rule": {
-    ...base,
-    decision: "deny",
-    reasonCode: "NO_MATCH",
-    decidingRule: undefined,
-    matchedRules: [],
-    impliedTraits: [],
-  },
-  "a sanitize": {
-    ...base,
-    decision: "sanitize",
-    sanitize: { fields: ["ssn", "dob"], classifications: ["phi"] },
-  },
-  "a sanitize with empty lists": {
-    ...base,
-    decision: "sanitize",
-    sanitize: { fields: [], classifications: [] },
-  },
-  "rule errors": {
-    ...base,
-    decision: "deny",
-    errors: [
-      { ruleId: "r1", message: "condition failed: résumé ≠ ☃" },
-      { ruleId: "", message: "" },
-    ],
-  },
-  "empty strings everywhere": {
-    ...base,
-    reason: "",
-    reasonCode: "" as DecisionAnswer["reasonCode"],
-    decidingRule: "",
-    matchedRules: ["", "x"],
-    policyVersion: "",
-    decisionId: "",
-    impliedTraits: [{ trait: "", via: [""] }],
-  },
-  "non-ASCII, a lone surrogate and a long string": {
-    ...base,
-    reason: `Ärzte 😀 \ud800 ${"x".repeat(300)}`,
-    matchedRules: ["règle", "x".repeat(20_000)],
-    impliedTraits: [{ trait: "role:médecin", via: ["role:ärztin", "😀"] }],
-  },
-};
+import { answerShapes as answers, base } from "./answers.js";
 
 /** The message as the service built it before: an init object given to protobuf-es's create. */
 function created(d: DecisionAnswer) {
